@@ -1,0 +1,114 @@
+"""lmviz.masking: BERT's 15 % and 80/10/10, measured on a large seeded batch."""
+
+import pytest
+import torch
+
+from lmviz.losses import IGNORE_INDEX
+from lmviz.masking import KEPT, MASKED, NOT_SELECTED, RANDOM, create_mlm_mask, create_nsp_pairs
+
+PAD, CLS, SEP, MASK = 0, 1, 2, 3
+SPECIAL = [PAD, CLS, SEP, MASK]
+VOCAB = 1000
+
+
+def large_batch():
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, VOCAB, (200, 512), generator=gen)
+    ids[:, 0], ids[:, 255] = CLS, SEP
+    attention_mask = torch.ones_like(ids)
+    attention_mask[:100, 400:] = 0  # half the rows padded at the end
+    ids[attention_mask == 0] = PAD
+    return ids, attention_mask
+
+
+def test_selection_and_branch_rates_match_bert():
+    ids, attention_mask = large_batch()
+    m = create_mlm_mask(ids, MASK, VOCAB, special_token_ids=SPECIAL, attention_mask=attention_mask, seed=1)
+    eligible = attention_mask.bool() & ~torch.isin(ids, torch.tensor(SPECIAL))
+    selected = m.masked_positions
+    assert abs(selected.sum() / eligible.sum() - 0.15) < 0.01
+    n = selected.sum()
+    assert abs((m.branch == MASKED).sum() / n - 0.80) < 0.02
+    assert abs((m.branch == RANDOM).sum() / n - 0.10) < 0.02
+    assert abs((m.branch == KEPT).sum() / n - 0.10) < 0.02
+    assert ((m.branch != NOT_SELECTED) == selected).all()
+
+
+def test_special_and_padding_tokens_are_never_selected_or_drawn():
+    ids, attention_mask = large_batch()
+    m = create_mlm_mask(ids, MASK, VOCAB, mask_prob=0.9, special_token_ids=SPECIAL,
+                        attention_mask=attention_mask, seed=2)
+    assert not m.masked_positions[torch.isin(ids, torch.tensor(SPECIAL))].any()
+    assert not m.masked_positions[attention_mask == 0].any()
+    random_ids = m.masked_input_ids[m.branch == RANDOM]
+    assert not torch.isin(random_ids, torch.tensor(SPECIAL)).any()
+
+
+def test_each_branch_does_what_it_says():
+    ids, attention_mask = large_batch()
+    m = create_mlm_mask(ids, MASK, VOCAB, special_token_ids=SPECIAL, attention_mask=attention_mask, seed=3)
+    assert (m.masked_input_ids[m.branch == MASKED] == MASK).all()
+    assert torch.equal(m.masked_input_ids[m.branch == KEPT], ids[m.branch == KEPT])
+    assert torch.equal(m.masked_input_ids[m.branch == NOT_SELECTED], ids[m.branch == NOT_SELECTED])
+    # random replacements are (almost always) a different token than the original
+    assert (m.masked_input_ids[m.branch == RANDOM] != ids[m.branch == RANDOM]).float().mean() > 0.99
+    assert torch.equal(m.labels, ids.masked_fill(~m.masked_positions, IGNORE_INDEX))
+
+
+def test_random_and_keep_probabilities_are_honoured():
+    ids, attention_mask = large_batch()
+    m = create_mlm_mask(ids, MASK, VOCAB, random_replace_prob=0.5, keep_original_prob=0.3,
+                        special_token_ids=SPECIAL, attention_mask=attention_mask, seed=4)
+    n = m.masked_positions.sum()
+    assert abs((m.branch == MASKED).sum() / n - 0.2) < 0.02
+    assert abs((m.branch == RANDOM).sum() / n - 0.5) < 0.02
+    assert abs((m.branch == KEPT).sum() / n - 0.3) < 0.02
+
+
+def test_same_seed_same_mask_and_unpacks_like_the_seed():
+    ids, _ = large_batch()
+    a = create_mlm_mask(ids, MASK, VOCAB, special_token_ids=SPECIAL, seed=7)
+    b = create_mlm_mask(ids, MASK, VOCAB, special_token_ids=SPECIAL, seed=7)
+    c = create_mlm_mask(ids, MASK, VOCAB, special_token_ids=SPECIAL, seed=8)
+    assert torch.equal(a.masked_input_ids, b.masked_input_ids) and torch.equal(a.branch, b.branch)
+    assert not torch.equal(a.branch, c.branch)
+    masked_input_ids, masked_positions = a
+    assert torch.equal(masked_input_ids, a.masked_input_ids) and torch.equal(masked_positions, a.masked_positions)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"mask_prob": 1.5}, "mask_prob"),
+    ({"random_replace_prob": -0.1}, "random_replace_prob"),
+    ({"random_replace_prob": 0.7, "keep_original_prob": 0.4}, "at most 1"),
+])
+def test_invalid_probabilities_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        create_mlm_mask(torch.ones(1, 5, dtype=torch.long), MASK, VOCAB, **kwargs)
+
+
+def test_nsp_pairs_layout_segments_and_real_negatives():
+    sentences = [[10, 11], [12], [13, 14, 15], [16], [17, 18], [19]]
+    doc_ids = [0, 0, 1, 1, 2, 2]
+    pairs = create_nsp_pairs(sentences, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD,
+                             doc_ids=doc_ids, seed=0)
+    assert pairs.labels.tolist() == [0, 1, 0, 1, 0, 1]  # Hugging Face: 0 = B follows A
+    # the true pair: [CLS] A [SEP] B [SEP], segment 0 up to the first [SEP], then 1
+    assert pairs.input_ids[0].tolist()[:6] == [CLS, 10, 11, SEP, 12, SEP]
+    assert pairs.segment_ids[0].tolist()[:6] == [0, 0, 0, 0, 1, 1]
+    assert pairs.attention_mask[0].tolist() == [1] * 6 + [0] * (pairs.input_ids.shape[1] - 6)
+    for k in range(len(pairs.labels)):
+        a, b = pairs.sentence_a[k], pairs.sentence_b[k]
+        if pairs.labels[k] == 0:
+            assert b == a + 1
+        else:
+            assert doc_ids[b] != doc_ids[a]  # a real sentence, from another document
+        length = int(pairs.attention_mask[k].sum())
+        row = pairs.input_ids[k, :length].tolist()
+        assert row == [CLS, *sentences[a], SEP, *sentences[b], SEP]
+    input_ids, segment_ids, labels = pairs
+    assert input_ids is pairs.input_ids and labels is pairs.labels
+
+
+def test_nsp_pairs_need_two_sentences():
+    with pytest.raises(ValueError, match="two sentences"):
+        create_nsp_pairs([[5, 6]], CLS, SEP, PAD)
