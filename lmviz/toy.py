@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from lmviz.losses import clm_loss
@@ -56,7 +57,7 @@ def check_probability_table(probs) -> tuple[torch.Tensor, list[int]]:
     with a sentence a learner can act on when the table cannot be a
     probability table or gives an infinite loss.
     """
-    probs = torch.as_tensor(probs, dtype=torch.float64)
+    probs = torch.tensor(np.array(probs, dtype=np.float64))  # a copy: the caller keeps its table
     expected = (len(INPUT_WORDS) - 1, len(VOCAB))
     if probs.shape != expected:
         raise ValueError(f"The table must have {expected[0]} rows and {expected[1]} columns; it has shape {tuple(probs.shape)}.")

@@ -22,3 +22,37 @@ def tiny_bert():
         intermediate_size=32, max_position_embeddings=64,
     )
     return BertForPreTraining(config).eval()
+
+
+WORDS = ["<|endoftext|>", "[UNK]"] + "the cat sat on a mat dog ran to park and saw big small red blue bird".split()
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    """A word-level tokenizer over a few words, built in memory (no download)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", bos_token="<|endoftext|>",
+                                   eos_token="<|endoftext|>")
+
+
+@pytest.fixture(scope="session")
+def tiny_loaded(tiny_gpt2, tiny_tokenizer):
+    """The tiny GPT-2 wrapped the way lmviz.models returns a real model."""
+    from lmviz.models import LoadedModel
+
+    return LoadedModel(tiny_gpt2, tiny_tokenizer, "tiny-gpt2", "built from a config in the tests", "cpu", "float32", 0.0)
+
+
+@pytest.fixture(scope="session")
+def bundled():
+    """The bundled SmolLM2-135M-Instruct, loaded offline once for the whole run."""
+    import os
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from lmviz.models import load_causal_lm
+
+    return load_causal_lm()

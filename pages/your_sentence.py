@@ -1,0 +1,148 @@
+import pandas as pd
+import streamlit as st
+import torch
+
+from lmviz import plots
+from lmviz.analysis import MAX_TOKENS, NothingToScore, analyse_clm
+from lmviz.losses import clm_loss
+from lmviz.models import DEFAULT_MODEL, DTYPES, ModelLoadError, load_causal_lm, prepare_bundled
+from lmviz.ui import escape_markdown, fmt, show_code
+
+MAX_CHARS = 2000
+DEFAULT_TEXT = "The capital of France is Paris."
+# -log p thresholds for the coloured sentence, and what each colour means.
+LOSS_COLOURS = [(1.0, "green", "< 1 (p > 0.37)"), (3.0, "orange", "1 to 3"), (6.0, "red", "3 to 6"),
+                (float("inf"), "violet", "≥ 6 (p < 0.0025)")]
+
+
+@st.cache_resource(show_spinner=False, max_entries=3)
+def get_model(name: str, device: str, dtype: str, token: str | None):
+    """One copy per process, shared by every session (never modified)."""
+    return load_causal_lm(name, device=device, dtype=dtype, token=token)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def get_analysis(_loaded, model_key: tuple, text: str, add_bos: bool, top_k: int):
+    return analyse_clm(_loaded, text, add_bos=add_bos, top_k=top_k)
+
+
+def load_with_progress(name: str, device: str, dtype: str, token: str | None):
+    if name == DEFAULT_MODEL:
+        bar = st.progress(0.0, text=f"Preparing {name}…")
+        prepare_bundled(lambda fraction, message: bar.progress(fraction, text=message))
+        bar.empty()
+    with st.spinner(f"Loading {name}…"):
+        return get_model(name, device, dtype, token)
+
+
+def coloured_sentence(result) -> str:
+    pieces = []
+    for row in result.rows:
+        colour = next(c for limit, c, _ in LOSS_COLOURS if row.nll < limit)
+        pieces.append(f":{colour}-background[{escape_markdown(row.target_token)}]")
+    return " ".join(pieces)
+
+
+st.title("Your sentence: a real model's loss, token by token")
+st.markdown(
+    "Type a sentence. A real language model reads it and, at every position, gives a probability "
+    "to every token of its vocabulary for what comes next. The loss at a position is "
+    "-log p(the token that really comes next); the sentence's loss is their mean."
+)
+
+params = st.query_params
+with st.expander("Model", expanded=False):
+    model_name = st.text_input(
+        "Model: the bundled default, a Hugging Face hub id (e.g. gpt2) or a local folder",
+        value=params.get("model", DEFAULT_MODEL), key="model_name",
+    ).strip() or DEFAULT_MODEL
+    left, right = st.columns(2)
+    devices = ["auto"] + (["cuda"] if torch.cuda.is_available() else []) + ["cpu"]
+    device = left.selectbox("Device", devices, help="auto: the GPU when there is one, else the CPU")
+    dtype = right.selectbox("Weights dtype", list(DTYPES), help="bfloat16 halves the memory; the loss is always computed in float32")
+    token = st.text_input("Hugging Face access token (only for gated models such as Llama 2)", type="password") or None
+
+url_text = params.get("text", DEFAULT_TEXT)
+if len(url_text) > MAX_CHARS:
+    st.info(f"The text in the link was cut to its first {MAX_CHARS} characters.")
+    url_text = url_text[:MAX_CHARS]
+text = st.text_area("Your text", value=url_text, max_chars=MAX_CHARS, key="text")
+add_bos = st.checkbox(
+    "Start with the BOS token", value=params.get("bos") == "1", key="bos",
+    help="Without it, the first token has nothing before it to be predicted from, so it gets no loss.",
+)
+st.query_params.update({"text": text, "model": model_name, "bos": "1" if add_bos else "0"})
+
+try:
+    loaded = load_with_progress(model_name, device, dtype, token)
+except ModelLoadError as problem:
+    st.error(str(problem))
+    if model_name == DEFAULT_MODEL:
+        st.stop()
+    st.info(f"Using the bundled model, {DEFAULT_MODEL}, instead.")
+    loaded = load_with_progress(DEFAULT_MODEL, device, dtype, None)
+
+try:
+    result = get_analysis(loaded, (loaded.name, loaded.device, loaded.dtype), text, add_bos, 5)
+except NothingToScore as problem:
+    st.warning(str(problem))
+    st.stop()
+
+st.caption(f"Model: {loaded.name} — {loaded.source}. Device: {loaded.device}, weights {loaded.dtype}. "
+           f"Forward pass: {result.forward_seconds * 1000:.0f} ms.")
+if result.truncated_from:
+    st.info(f"The text has {result.truncated_from} tokens; only the first {MAX_TOKENS} are scored. "
+            f"It is cut after: {result.tokens[-1]}")
+
+st.subheader("1. The tokens the model reads")
+st.markdown(" ".join(f":gray-background[{escape_markdown(t)}]" for t in result.tokens))
+st.caption("␣ is a space that belongs to the token. " + (
+    f"The first token, {result.tokens[0]}, is the beginning-of-sequence marker you asked for." if result.bos_added
+    else "Tick 'Start with the BOS token' to have the first word scored too."))
+
+st.subheader("2. Inputs and labels: the labels are the inputs shifted one place left")
+table = pd.DataFrame({
+    "position": [r.position for r in result.rows],
+    "input token": [r.input_token for r in result.rows],
+    "label (next token)": [r.target_token for r in result.rows],
+    "label id": [r.target_id for r in result.rows],
+    "p(label)": [r.prob for r in result.rows],
+    "-log p(label)": [r.nll for r in result.rows],
+    "rank": [r.rank for r in result.rows],
+})
+show_top_k = st.toggle("Show the model's top 5 guesses at each position")
+if show_top_k:
+    table["top 5 guesses"] = [", ".join(f"{tok} {p:.3f}" for tok, p in r.top_k) for r in result.rows]
+st.dataframe(
+    table, hide_index=True,
+    column_config={"p(label)": st.column_config.NumberColumn(format="%.6f"),
+                   "-log p(label)": st.column_config.NumberColumn(format="%.5f")},
+)
+st.caption(f"{len(result.tokens)} tokens give {len(result.rows)} predictions: the last token has no next token. "
+           "Rank 1 means the label was the model's favourite.")
+st.download_button("Download the table (CSV)", table.to_csv(index=False).encode(), "lmviz_tokens.csv", "text/csv")
+
+st.subheader("3. The loss at each position")
+st.plotly_chart(
+    plots.token_loss_bars([r.target_token for r in result.rows], [r.nll for r in result.rows], result.loss,
+                          [r.prob for r in result.rows]),
+    key="token_loss_bars",
+)
+st.markdown(coloured_sentence(result))
+st.caption("Each predicted token coloured by its loss -log p: "
+           + ", ".join(f"{colour} {words}" for _, colour, words in LOSS_COLOURS) + ".")
+
+st.subheader("4. The mean, checked three ways")
+left, middle, right = st.columns(3)
+left.metric("Loss: mean(-log p)", fmt(result.loss))
+middle.metric("Perplexity: exp(loss)", fmt(result.perplexity, 3))
+right.metric("Predictions scored", len(result.rows))
+st.dataframe(pd.DataFrame({
+    "computed by": ["lmviz clm_loss (the table above)", "the model's own out.loss (labels = input_ids)",
+                    "softmax → gather → -log → mean", "torch.nn.CrossEntropyLoss on shifted logits"],
+    "loss": [fmt(v, 7) for v in (result.loss, result.loss_model, result.loss_softmax_gather, result.loss_cross_entropy)],
+}), hide_index=True)
+st.caption(f"Largest difference between them: {result.max_difference:.1e} (float32 rounding). "
+           "Hugging Face shifts the labels inside the model, exactly as the table above shows.")
+
+show_code(analyse_clm, clm_loss)
