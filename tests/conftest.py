@@ -1,8 +1,13 @@
-"""Shared fixtures: tiny Hugging Face models built from configs, offline."""
+"""Shared fixtures: tiny Hugging Face models built from configs, and the bundled model, offline."""
 
-import pytest
-import torch
-from transformers import BertConfig, BertForPreTraining, GPT2Config, GPT2LMHeadModel
+import os
+
+# Tests never reach the Hugging Face hub: what they need is built here or shipped in a package.
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from transformers import BertConfig, BertForPreTraining, GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 TINY_VOCAB = 50
 
@@ -50,9 +55,6 @@ def tiny_loaded(tiny_gpt2, tiny_tokenizer):
 @pytest.fixture(scope="session")
 def bundled():
     """The bundled SmolLM2-135M-Instruct, loaded offline once for the whole run."""
-    import os
-
-    os.environ["HF_HUB_OFFLINE"] = "1"
     from lmviz.models import load_causal_lm
 
     return load_causal_lm()
