@@ -57,7 +57,8 @@ def check_probability_table(probs) -> tuple[torch.Tensor, list[int]]:
     with a sentence a learner can act on when the table cannot be a
     probability table or gives an infinite loss.
     """
-    probs = torch.tensor(np.array(probs, dtype=np.float64))  # a copy: the caller keeps its table
+    # A float64 copy, whether the table comes as a tensor (tests) or a NumPy array (the page's editor).
+    probs = probs.double().clone() if torch.is_tensor(probs) else torch.tensor(np.array(probs, dtype=np.float64))
     expected = (len(INPUT_WORDS) - 1, len(VOCAB))
     if probs.shape != expected:
         raise ValueError(f"The table must have {expected[0]} rows and {expected[1]} columns; it has shape {tuple(probs.shape)}.")

@@ -19,12 +19,18 @@ def main(base: str, out: Path, pages: list[str]) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_FLAGS)
         page = browser.new_page(viewport={"width": 1400, "height": 3200})
+        # Open the home page first: Streamlit shows a spurious "Page not found" on a deep link
+        # opened before the first script run has registered the pages (streamlit/streamlit#9992).
+        page.goto(base)
+        page.wait_for_selector("[data-testid='stApp']")
         for path in pages:
             page.goto(f"{base}/{path}")
-            page.wait_for_selector("[data-testid='stApp']")
-            page.wait_for_timeout(1500)
-            page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120000)
-            page.wait_for_timeout(1500)
+            page.wait_for_selector("[data-testid='stMain'] h1")
+            # finished when nothing is running and no element is still a loading placeholder
+            page.wait_for_function(
+                "!document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+                "!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=120000)
+            page.wait_for_timeout(1000)
             name = (path.split("?")[0] or "home").replace("/", "_")
             page.screenshot(path=str(out / f"{name}.png"), full_page=True)
             print("saved", out / f"{name}.png")
