@@ -11,5 +11,6 @@ pages = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
     st.Page("pages/toy_example.py", title="Toy example", icon=":material/calculate:", url_path="toy"),
     st.Page("pages/your_sentence.py", title="Your sentence", icon=":material/edit_note:", url_path="sentence"),
+    st.Page("pages/train.py", title="Train", icon=":material/monitoring:", url_path="train"),
 ]
 st.navigation(pages).run()

@@ -57,3 +57,20 @@ def token_loss_bars(labels: list[str], nll: list[float], mean_loss: float, probs
                       xaxis={"tickmode": "array", "tickvals": positions}, height=400,
                       margin={"t": 40, "b": 40}, showlegend=False)
     return fig
+
+
+def training_curves(steps: list[int], train_losses: list[float], validation_steps: list[int],
+                    validation_losses: list[float], reference_lines: dict[str, float]) -> go.Figure:
+    """Loss per step while training, with the losses worth comparing to as dotted lines."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=steps, y=train_losses, mode="lines", name="training loss (one batch)",
+                             line={"color": CURVE_COLOUR, "width": 1}))
+    fig.add_trace(go.Scatter(x=validation_steps, y=validation_losses, mode="lines+markers", name="validation loss",
+                             line={"color": LOSS_COLOUR, "width": 2}))
+    for (label, value), colour in zip(reference_lines.items(), ["grey", "#9467bd", "#2ca02c"]):
+        fig.add_hline(y=value, line_dash="dot", line_color=colour,
+                      annotation_text=f"{plain(label)}: {value:.3f}", annotation_position="top right")
+    fig.update_layout(xaxis_title="training step", yaxis_title="loss (nats per predicted token)",
+                      yaxis_rangemode="tozero", height=450, margin={"t": 30, "b": 40},
+                      legend={"orientation": "h", "y": -0.2})
+    return fig

@@ -73,8 +73,13 @@ add_bos = st.checkbox(
 )
 st.query_params.update({"text": text, "model": model_name, "bos": "1" if add_bos else "0"})
 
+trained = st.session_state.get("trained_clm")
+if trained is not None and st.toggle("Use the model you trained on the Train page", key="use_trained"):
+    loaded = trained
+else:
+    loaded = None
 try:
-    loaded = load_with_progress(model_name, device, dtype, token)
+    loaded = loaded or load_with_progress(model_name, device, dtype, token)
 except ModelLoadError as problem:
     st.error(str(problem))
     if model_name == DEFAULT_MODEL:

@@ -1,0 +1,248 @@
+"""Pre-training tiny models from scratch on lmviz's own corpus.
+
+The loop computes every loss with lmviz.losses (``clm_loss``, ``mlm_loss``,
+``bert_loss``) from the models' logits: the functions the pages explain are
+the ones that train the models. The tests check that they equal the models'
+own ``loss`` on the same batches.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+
+from lmviz.corpus import Corpus, Story, entropy_per_token, generate_corpus, unigram_entropy
+from lmviz.losses import bert_loss, clm_loss, mlm_loss
+from lmviz.masking import create_mlm_mask, create_nsp_pairs
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+OBJECTIVES = {"clm": "Causal LM (GPT)", "mlm": "Masked LM (BERT)", "mlm+nsp": "Masked LM + next sentence (BERT)"}
+# name -> (hidden size, layers, attention heads)
+PRESETS = {"tiny": (64, 2, 2), "small": (128, 4, 4), "medium": (256, 4, 4)}
+MAX_POSITIONS = 128
+TOKENIZER_VOCAB_SIZE = 512  # the trainer stops at ~385: every word of the corpus whole, plus its letters
+
+
+def train_tokenizer(texts: list[str], vocab_size: int = TOKENIZER_VOCAB_SIZE):
+    """A lower-casing WordPiece tokenizer, BERT-style, trained on ``texts``;
+    returned as a transformers tokenizer (save_pretrained writes the standard files)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    backend.normalizer = normalizers.BertNormalizer(lowercase=True)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.decoder = decoders.WordPiece()
+    backend.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS))
+    cls_id, sep_id = backend.token_to_id("[CLS]"), backend.token_to_id("[SEP]")
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+        mask_token="[MASK]", bos_token="[CLS]", eos_token="[SEP]", model_max_length=MAX_POSITIONS,
+    )
+
+
+def build_model(objective: str, preset: str, tokenizer):
+    """A freshly initialised tiny GPT-2 (clm) or BertForPreTraining (mlm, mlm+nsp)."""
+    from transformers import BertConfig, BertForPreTraining, GPT2Config, GPT2LMHeadModel
+
+    hidden, layers, heads = PRESETS[preset]
+    ids = {"pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.cls_token_id,
+           "eos_token_id": tokenizer.sep_token_id}
+    vocab_size = len(tokenizer)
+    if objective == "clm":
+        config = GPT2Config(vocab_size=vocab_size, n_positions=MAX_POSITIONS, n_embd=hidden, n_layer=layers,
+                            n_head=heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **ids)
+        return GPT2LMHeadModel(config)
+    config = BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                        intermediate_size=4 * hidden, max_position_embeddings=MAX_POSITIONS,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **ids)
+    return BertForPreTraining(config)
+
+
+def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [value] * (width - len(r)) for r in rows])
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # (B, T) what the model reads (masked for MLM)
+    attention_mask: torch.Tensor  # (B, T)
+    original_ids: torch.Tensor  # (B, T) the unmasked tokens (the MLM targets)
+    token_type_ids: torch.Tensor | None = None  # (B, T) segment ids for NSP pairs
+    masked_positions: torch.Tensor | None = None  # (B, T) bool, MLM
+    nsp_labels: torch.Tensor | None = None  # (B,) 0 = B follows A (Hugging Face)
+
+    def to(self, device: str) -> "Batch":
+        return Batch(**{k: (v.to(device) if torch.is_tensor(v) else v) for k, v in self.__dict__.items()})
+
+
+def make_batch(objective: str, stories: list[Story], tokenizer, seed: int) -> Batch:
+    """A training batch for ``objective`` from ``stories``.
+
+    clm: one story per row, "[CLS] story [SEP]" (so the first word and the end are predicted too).
+    mlm: the same rows, masked by create_mlm_mask.
+    mlm+nsp: two rows per story, made by create_nsp_pairs: two adjacent sentences
+    (label 0, B follows A) and the first of them with a sentence of another story
+    of the batch (label 1); then masked.
+    """
+    if objective == "mlm+nsp":
+        rng = random.Random(seed)
+        sentences, doc_ids = [], []
+        for k, story in enumerate(stories):
+            i = rng.randrange(len(story.sentences) - 1)
+            sentences += [story.sentences[i], story.sentences[i + 1]]
+            doc_ids += [k, k]
+        longest = (MAX_POSITIONS - 3) // 2  # [CLS] A [SEP] B [SEP] must fit the model
+        encoded = [tokenizer(s, add_special_tokens=False)["input_ids"][:longest] for s in sentences]
+        pairs = create_nsp_pairs(encoded, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id,
+                                 doc_ids=doc_ids, seed=seed)
+        ids, attention_mask, token_type_ids, nsp_labels = (pairs.input_ids, pairs.attention_mask,
+                                                           pairs.segment_ids, pairs.labels)
+    else:
+        encoded = tokenizer([s.text for s in stories], padding=True, truncation=True, max_length=MAX_POSITIONS,
+                            return_tensors="pt")
+        ids, attention_mask, token_type_ids, nsp_labels = encoded["input_ids"], encoded["attention_mask"], None, None
+    if objective == "clm":
+        return Batch(ids, attention_mask, ids)
+    for attempt in range(100):  # a short batch can end up with nothing selected: draw again
+        mask = create_mlm_mask(ids, tokenizer.mask_token_id, len(tokenizer), special_token_ids=tokenizer.all_special_ids,
+                               attention_mask=attention_mask, seed=seed + attempt)
+        if mask.masked_positions.any():
+            break
+    return Batch(mask.masked_input_ids, attention_mask, ids, token_type_ids, mask.masked_positions, nsp_labels)
+
+
+def compute_loss(model, objective: str, batch: Batch):
+    """Forward pass, then the loss by lmviz.losses. Returns (loss, info)."""
+    if objective == "clm":
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits  # (B, T, V)
+        return clm_loss(logits, batch.input_ids, attention_mask=batch.attention_mask)
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, token_type_ids=batch.token_type_ids)
+    if objective == "mlm":
+        return mlm_loss(out.prediction_logits, batch.original_ids, batch.masked_positions)
+    return bert_loss(out.prediction_logits, out.seq_relationship_logits, batch.original_ids,
+                     batch.masked_positions, batch.nsp_labels)
+
+
+@dataclass
+class StepRecord:
+    step: int
+    train_loss: float
+    validation_loss: float | None  # measured every few steps
+    seconds: float  # since training started
+    predictions: list[str] | None = None  # what the model guesses now, every few steps
+
+
+def _top_guesses(tokenizer, logits: torch.Tensor, k: int = 3) -> str:
+    probs, ids = torch.softmax(logits.float(), dim=-1).topk(k)
+    return ", ".join(f"{tokenizer.decode([i])} {p:.2f}" for i, p in zip(ids.tolist(), probs.tolist()))
+
+
+class Trainer:
+    """One model, its optimizer and its loss history. A page keeps it in the
+    session, so the model belongs to that session alone."""
+
+    def __init__(self, objective: str, preset: str = "tiny", corpus: Corpus | None = None, tokenizer=None,
+                 seed: int = 0, batch_size: int = 16, learning_rate: float = 2e-3, device: str = "cpu",
+                 num_validation: int = 64):
+        if objective not in OBJECTIVES:
+            raise ValueError(f"Unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}.")
+        if preset not in PRESETS:
+            raise ValueError(f"Unknown model size {preset!r}; choose one of {', '.join(PRESETS)}.")
+        self.objective, self.preset, self.seed, self.batch_size, self.device = objective, preset, seed, batch_size, device
+        self.corpus = corpus or generate_corpus(seed=seed)
+        self.tokenizer = tokenizer or train_tokenizer([s.text for s in self.corpus.train])
+        torch.manual_seed(seed)
+        self.model = build_model(objective, preset, self.tokenizer).to(device)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=learning_rate, weight_decay=0.01)
+        self.step = 0
+        self.history: list[StepRecord] = []
+        self.validation = self.corpus.validation[:num_validation]
+        # a fixed batch (fixed mask, fixed pairs), so that validation losses are comparable across steps
+        self._validation_batch = make_batch(objective, self.validation, self.tokenizer, seed=10**6).to(device)
+
+    def reference_lines(self) -> dict[str, float]:
+        """The losses to compare with, in nats per predicted token."""
+        vocab_size = len(self.tokenizer)
+        end = [self.tokenizer.sep_token] if self.objective == "clm" else []
+        tokens = [self.tokenizer.tokenize(s.text) + end for s in self.corpus.train]
+        lines = {f"uniform guess: ln V = ln {vocab_size}": math.log(vocab_size),
+                 "unigram entropy of the corpus": unigram_entropy(tokens)}
+        floor = entropy_per_token(self.validation)
+        if self.objective == "clm" and floor is not None:
+            lines["data's own entropy (the floor)"] = floor
+        return lines
+
+    def train_step(self) -> float:
+        self.model.train()
+        rng = random.Random(self.seed * 1_000_003 + self.step)
+        stories = rng.sample(self.corpus.train, min(self.batch_size, len(self.corpus.train)))
+        batch = make_batch(self.objective, stories, self.tokenizer,
+                           seed=self.seed * 7919 + self.step).to(self.device)
+        loss, _ = compute_loss(self.model, self.objective, batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.step += 1
+        return loss.item()
+
+    @torch.no_grad()
+    def validation_loss(self) -> float:
+        self.model.eval()
+        return compute_loss(self.model, self.objective, self._validation_batch)[0].item()
+
+    def _probe(self) -> tuple[str, list[str], int]:
+        """A fixed validation story to watch: (CLM prompt, its words, the word index to mask).
+        On lmviz's stories: the place, which later sentences give away."""
+        story = self.validation[0]
+        words = story.text.split()
+        first = story.sentences[0].split()
+        if story.log_prob is not None:  # generated: "a and b went to the PLACE ."
+            return f"{story.sentences[0]} {first[0]} went to the", words, first.index("the") + 1
+        return " ".join(words[: len(first) + 3]), words, len(first) // 2
+
+    @torch.no_grad()
+    def predictions(self) -> list[str]:
+        """The model's current guesses on a fixed validation story."""
+        self.model.eval()
+        tok = self.tokenizer
+        prompt, words, masked = self._probe()
+        if self.objective == "clm":
+            ids = tok(prompt, return_tensors="pt")["input_ids"][:, :-1].to(self.device)  # drop the final [SEP]
+            logits = self.model(input_ids=ids).logits[0, -1]
+            return [f"{prompt} … → {_top_guesses(tok, logits)}"]
+        masked_text = " ".join(words[:masked] + [tok.mask_token] + words[masked + 1:])
+        enc = tok(masked_text, truncation=True, max_length=MAX_POSITIONS, return_tensors="pt").to(self.device)
+        out = self.model(**enc)
+        at = (enc["input_ids"][0] == tok.mask_token_id).nonzero()[0, 0]
+        lines = [f"{masked_text} → {_top_guesses(tok, out.prediction_logits[0, at])} (true: {words[masked]})"]
+        if self.objective == "mlm+nsp":
+            story, other = self.validation[0], (self.validation[1:] or self.corpus.train)[0]
+            for b, truth in ((story.sentences[1], "follows"), (other.sentences[1], "from another story")):
+                pair = tok(story.sentences[0], b, truncation=True, max_length=MAX_POSITIONS, return_tensors="pt")
+                p_next = torch.softmax(self.model(**pair.to(self.device)).seq_relationship_logits[0], -1)[0].item()
+                lines.append(f"p(B follows A) = {p_next:.2f} for B = “{b}” ({truth})")
+        return lines
+
+    def run(self, steps: int, eval_every: int = 10, predict_every: int = 50):
+        """Train ``steps`` more steps, yielding a StepRecord after each."""
+        start = time.perf_counter() - (self.history[-1].seconds if self.history else 0.0)
+        last = self.step + steps
+        for _ in range(steps):
+            train_loss = self.train_step()
+            done = self.step == last
+            validation = self.validation_loss() if self.step % eval_every == 0 or done or self.step == 1 else None
+            predictions = self.predictions() if self.step % predict_every == 0 or done else None
+            record = StepRecord(self.step, train_loss, validation, time.perf_counter() - start, predictions)
+            self.history.append(record)
+            yield record

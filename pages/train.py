@@ -1,0 +1,121 @@
+import streamlit as st
+
+from lmviz import plots
+from lmviz.corpus import MAX_USER_TEXT_BYTES, corpus_from_text, generate_corpus
+from lmviz.models import LoadedModel, pick_device
+from lmviz.training import OBJECTIVES, PRESETS, Trainer, compute_loss, make_batch
+from lmviz.ui import show_code
+
+REDRAW_EVERY = 5  # steps between chart updates: drawing costs more than a tiny model's step
+
+
+@st.cache_data(show_spinner=False, max_entries=1)
+def stories_example(seed: int) -> list[str]:
+    return [s.text for s in generate_corpus(num_train=3, num_validation=0, seed=seed).train]
+
+
+def read_user_text() -> str | None:
+    source = st.radio("Training text", ["lmviz's generated stories", "paste text", "upload a .txt file"],
+                      horizontal=True, key="train_source")
+    if source == "paste text":
+        return st.text_area("Your text (at least 40 sentences; blank lines separate stories)", key="train_text",
+                            max_chars=MAX_USER_TEXT_BYTES)
+    if source == "upload a .txt file":
+        upload = st.file_uploader(f"A .txt file, at most {MAX_USER_TEXT_BYTES // 1_000_000} MB", type=["txt"])
+        if upload is None:
+            return ""
+        if upload.size > MAX_USER_TEXT_BYTES:
+            st.error(f"The file is {upload.size / 1e6:.1f} MB; the limit is {MAX_USER_TEXT_BYTES // 1_000_000} MB.")
+            return ""
+        return upload.getvalue().decode("utf-8", errors="replace")
+    return None
+
+
+def draw(trainer: Trainer, chart, progress, target_step: int | None = None) -> None:
+    history = trainer.history
+    validated = [r for r in history if r.validation_loss is not None]
+    chart.plotly_chart(plots.training_curves(
+        [r.step for r in history], [r.train_loss for r in history],
+        [r.step for r in validated], [r.validation_loss for r in validated], trainer.reference_lines(),
+    ), key=f"training_curves_{len(history)}")
+    if target_step:
+        progress.progress(min(1.0, trainer.step / target_step),
+                          text=f"step {trainer.step} of {target_step} — {history[-1].seconds:.0f} s")
+
+
+st.title("Train: watch a model learn")
+st.markdown(
+    "A model starts knowing nothing: its loss is about ln V, the loss of a uniform guess over its V tokens. "
+    "Each training step shows it a batch of text, computes the loss with lmviz's own loss functions, and "
+    "nudges the weights downhill. Watch the loss fall toward the floor set by the data itself."
+)
+with st.expander("What the model learns from: lmviz's generated stories"):
+    st.markdown("lmviz writes short stories with a random generator of its own, so it knows the exact "
+                "probability of every word, and therefore the lowest loss any model can reach on them "
+                "(the data's own entropy). Three examples:")
+    for text in stories_example(0):
+        st.text(text)
+
+left, middle, right = st.columns(3)
+objective = left.selectbox("Objective", list(OBJECTIVES), format_func=OBJECTIVES.get, key="train_objective")
+preset = middle.selectbox("Model size", list(PRESETS), key="train_preset",
+                          format_func=lambda p: f"{p}: {PRESETS[p][1]} layers, width {PRESETS[p][0]}")
+steps = right.number_input("Steps", min_value=10, max_value=5000, value=300, step=50, key="train_steps")
+user_text = read_user_text()
+
+settings = (objective, preset, user_text)
+trainer: Trainer | None = st.session_state.get("trainer")
+if trainer is not None and st.session_state.get("trainer_settings") != settings:
+    st.caption("The settings changed: pressing Train starts a new model from scratch.")
+
+go, stop, reset = st.columns([1, 1, 4])
+start = go.button("Train", type="primary")
+stop.button("Stop", help="Stops after the current step; the model keeps what it learned.")
+if reset.button("Start over"):
+    st.session_state.pop("trainer", None)
+    trainer = None
+
+progress = st.empty()
+chart = st.empty()
+
+if start:
+    if trainer is None or st.session_state.get("trainer_settings") != settings:
+        try:
+            corpus = corpus_from_text(user_text) if user_text is not None else None
+        except ValueError as problem:
+            st.error(str(problem))
+            st.stop()
+        with st.spinner("Building the tokenizer and a fresh model…"):
+            trainer = Trainer(objective, preset, corpus=corpus, device=pick_device())
+        st.session_state.update(trainer=trainer, trainer_settings=settings)
+    target = trainer.step + int(steps)
+    # Clicking Stop (or any widget) reruns this script, which ends the loop; the
+    # model and its history stay in st.session_state, owned by this session.
+    for record in trainer.run(int(steps)):
+        if record.step % REDRAW_EVERY == 0 or record.step == target:
+            draw(trainer, chart, progress, target)
+        if record.predictions:
+            st.session_state["last_predictions"] = (record.step, record.predictions)
+
+if trainer is not None and trainer.history:
+    if not start:
+        draw(trainer, chart, progress)
+    last = trainer.history[-1]
+    validated = [r for r in trainer.history if r.validation_loss is not None]
+    st.markdown(f"**{OBJECTIVES[trainer.objective]}**, model size {trainer.preset}, on {trainer.device}: "
+                f"{last.step} steps in {last.seconds:.0f} s. Validation loss {validated[-1].validation_loss:.3f}.")
+    if "last_predictions" in st.session_state:
+        at, lines = st.session_state["last_predictions"]
+        st.subheader(f"What the model guesses (step {at})")
+        for line in lines:
+            st.text(line)
+    if trainer.objective == "clm":
+        st.session_state["trained_clm"] = LoadedModel(
+            trainer.model, trainer.tokenizer, f"your model from the Train page ({last.step} steps)",
+            "trained in this session", trainer.device, "float32", 0.0)
+        st.page_link("pages/your_sentence.py", label="Score a sentence with the model you trained",
+                     icon=":material/edit_note:")
+else:
+    st.info("Press Train. The smallest model shows a clear fall within a minute on a laptop.")
+
+show_code(Trainer.train_step, compute_loss, make_batch)

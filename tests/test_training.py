@@ -1,0 +1,101 @@
+"""lmviz.training: the tokenizer, the batches, and a loop whose loss is lmviz's own."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lmviz.corpus import generate_corpus, vocabulary
+from lmviz.training import OBJECTIVES, Trainer, build_model, compute_loss, make_batch, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def small_corpus():
+    return generate_corpus(num_train=300, num_validation=40, seed=1)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(small_corpus):
+    return train_tokenizer([s.text for s in small_corpus.train])
+
+
+def test_tokenizer_keeps_every_word_whole_and_round_trips(tokenizer, small_corpus):
+    assert [w for w in vocabulary() if len(tokenizer.tokenize(w)) != 1] == []
+    for story in small_corpus.validation[:20]:
+        ids = tokenizer(story.text)["input_ids"]
+        assert ids[0] == tokenizer.cls_token_id and ids[-1] == tokenizer.sep_token_id
+        assert len(ids) == story.num_tokens + 1  # [CLS] + words + [SEP]: one token per generator token
+        assert tokenizer.tokenize(story.text) == story.text.split()
+        assert tokenizer.decode(ids, skip_special_tokens=True) == story.text.replace(" .", ".")
+    for name in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"):
+        assert name in tokenizer.all_special_tokens
+
+
+def test_tokenizer_saves_and_loads_in_hugging_face_format(tokenizer, tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer.save_pretrained(tmp_path)
+    again = AutoTokenizer.from_pretrained(tmp_path)
+    text = "anna and ben went to the park ."
+    assert again(text)["input_ids"] == tokenizer(text)["input_ids"]
+    assert again.mask_token_id == tokenizer.mask_token_id
+
+
+def _reference_loss(model, objective, batch):
+    """The model's own loss; for MLM alone (BertForPreTraining computes a loss only
+    with both heads' labels) F.cross_entropy with -100 labels."""
+    if objective == "clm":
+        labels = batch.input_ids.masked_fill(batch.attention_mask == 0, -100)
+        return model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, labels=labels).loss
+    labels = batch.original_ids.masked_fill(~batch.masked_positions, -100)
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, token_type_ids=batch.token_type_ids,
+                labels=labels, next_sentence_label=batch.nsp_labels)
+    if objective == "mlm":
+        return F.cross_entropy(out.prediction_logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+    return out.loss
+
+
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
+def test_lmviz_losses_equal_the_models_own_loss_on_training_batches(objective, tokenizer, small_corpus):
+    torch.manual_seed(0)
+    model = build_model(objective, "tiny", tokenizer).eval()
+    batch = make_batch(objective, small_corpus.train[:8], tokenizer, seed=3)
+    with torch.no_grad():
+        ours, _ = compute_loss(model, objective, batch)
+        theirs = _reference_loss(model, objective, batch)
+    assert ours.item() == pytest.approx(theirs.item(), abs=1e-5)
+
+
+def test_nsp_batches_pair_true_and_foreign_sentences(tokenizer, small_corpus):
+    batch = make_batch("mlm+nsp", small_corpus.train[:6], tokenizer, seed=0)
+    assert batch.nsp_labels.tolist() == [0, 1] * 6
+    assert batch.token_type_ids is not None and batch.masked_positions.any()
+    specials = torch.tensor(tokenizer.all_special_ids)
+    assert not batch.masked_positions[torch.isin(batch.original_ids, specials)].any()
+
+
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
+def test_a_few_steps_lower_the_validation_loss(objective, tokenizer, small_corpus):
+    trainer = Trainer(objective, "tiny", corpus=small_corpus, tokenizer=tokenizer, seed=0, num_validation=16)
+    before = trainer.validation_loss()
+    assert before == pytest.approx(math.log(len(tokenizer)) + (math.log(2) if objective == "mlm+nsp" else 0), abs=0.6)
+    records = list(trainer.run(40, eval_every=20, predict_every=40))
+    assert [r.step for r in records] == list(range(1, 41))
+    assert records[-1].validation_loss < before - 0.5
+    assert records[-1].predictions and all(isinstance(p, str) for p in records[-1].predictions)
+    assert trainer.step == 40 and len(trainer.history) == 40
+
+
+def test_reference_lines_are_ordered(small_corpus, tokenizer):
+    lines = Trainer("clm", "tiny", corpus=small_corpus, tokenizer=tokenizer).reference_lines()
+    uniform, unigram, floor = lines.values()
+    assert uniform == pytest.approx(math.log(len(tokenizer)))
+    assert uniform > unigram > floor > 0
+
+
+def test_unknown_objective_or_size_is_refused(small_corpus, tokenizer):
+    with pytest.raises(ValueError, match="Unknown objective"):
+        Trainer("nsp-only", corpus=small_corpus, tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="Unknown model size"):
+        Trainer("clm", "huge", corpus=small_corpus, tokenizer=tokenizer)
