@@ -9,6 +9,7 @@ import sys
 
 from lmviz.analysis import NothingToScore, analyse_clm
 from lmviz.models import DEFAULT_MODEL, DTYPES, ModelLoadError, load_causal_lm
+from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
 
 
 def _progress(fraction: float, message: str) -> None:
@@ -35,16 +36,23 @@ def _as_table(result) -> str:
     lines.append(f"{'pos':>4}  {'input':<16} {'target':<16} {'id':>7}  {'p(target)':>10}  {'-log p':>9}  {'rank':>6}")
     for row in result.rows:
         lines.append(f"{row.position:>4}  {row.input_token[:16]:<16} {row.target_token[:16]:<16} {row.target_id:>7}  "
-                     f"{row.prob:>10.6f}  {row.nll:>9.5f}  {row.rank:>6}")
+                     f"{fmt_prob(row.prob):>10}  {fmt(row.nll):>9}  {row.rank:>6}")
     lines += [
-        f"loss (mean -log p)        {result.loss:.5f}",
-        f"  model's own out.loss    {result.loss_model:.5f}",
-        f"  softmax, gather, -log   {result.loss_softmax_gather:.5f}",
-        f"  nn.CrossEntropyLoss     {result.loss_cross_entropy:.5f}",
-        f"  largest difference      {result.max_difference:.2e}",
-        f"perplexity exp(loss)      {result.perplexity:.4f}",
+        f"loss (mean -log p)        {fmt(result.loss)}",
+        f"  model's own out.loss    {fmt(result.loss_model, CHECK_DIGITS)}",
+        f"  softmax, gather, -log   {fmt(result.loss_softmax_gather, CHECK_DIGITS)}",
+        f"  nn.CrossEntropyLoss     {fmt(result.loss_cross_entropy, CHECK_DIGITS)}",
+        f"  lmviz clm_loss          {fmt(result.loss, CHECK_DIGITS)}",
+        f"  largest difference      {result.max_difference:.1e}",
+        f"perplexity exp(loss)      {fmt(result.perplexity, PERPLEXITY_DIGITS)}",
     ]
     return "\n".join(lines)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     clm.add_argument("--model", default=DEFAULT_MODEL, help=f"hub id or local folder (default: the bundled {DEFAULT_MODEL})")
     clm.add_argument("--bos", action="store_true", help="prepend the BOS token so the first word is scored too")
     clm.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    clm.add_argument("--top-k", type=int, default=5)
+    clm.add_argument("--top-k", type=_positive_int, default=5, help="how many guesses to keep per position")
     clm.add_argument("--device", default="auto", help="auto (GPU when present), cpu, cuda, mps")
     clm.add_argument("--dtype", default="float32", choices=list(DTYPES))
     args = parser.parse_args(argv)

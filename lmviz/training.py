@@ -246,3 +246,31 @@ class Trainer:
             record = StepRecord(self.step, train_loss, validation, time.perf_counter() - start, predictions)
             self.history.append(record)
             yield record
+
+
+@torch.no_grad()
+def evaluate(model, objective: str, tokenizer, stories: list[Story], seed: int = 0, batch_size: int = 32) -> dict:
+    """Loss and accuracies over ``stories``, batch by batch (token-weighted for
+    the token losses, pair-weighted for NSP)."""
+    model.eval()
+    device = next(model.parameters()).device
+    totals = {"tokens": 0, "token_nll": 0.0, "token_correct": 0, "pairs": 0, "nsp_nll": 0.0, "nsp_correct": 0}
+    for start in range(0, len(stories), batch_size):
+        batch = make_batch(objective, stories[start:start + batch_size], tokenizer, seed=seed + start).to(device)
+        _, info = compute_loss(model, objective, batch)
+        token_info = info if objective != "mlm+nsp" else info["mlm_loss"]
+        counted = token_info["counted"]
+        totals["tokens"] += int(counted.sum())
+        totals["token_nll"] += float(token_info["nll"][counted].sum())
+        totals["token_correct"] += int(((token_info["predictions"] == token_info["target_ids"]) & counted).sum())
+        if objective == "mlm+nsp":
+            nsp = info["nsp_loss"]
+            totals["pairs"] += len(nsp["nll"])
+            totals["nsp_nll"] += float(nsp["nll"].sum())
+            totals["nsp_correct"] += int((nsp["predictions"] == batch.nsp_labels).sum())
+    result = {"token_loss": totals["token_nll"] / totals["tokens"],
+              "token_accuracy": totals["token_correct"] / totals["tokens"], "tokens": totals["tokens"]}
+    if totals["pairs"]:
+        result.update(nsp_loss=totals["nsp_nll"] / totals["pairs"], nsp_accuracy=totals["nsp_correct"] / totals["pairs"],
+                      pairs=totals["pairs"])
+    return result

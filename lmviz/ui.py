@@ -22,7 +22,3 @@ def show_code(*functions, label: str = "Show the code") -> None:
         for function in functions:
             st.caption(f"{function.__module__}.{function.__qualname__}")
             st.code(inspect.getsource(function), language="python")
-
-
-def fmt(value: float, digits: int = 5) -> str:
-    return f"{value:.{digits}f}"

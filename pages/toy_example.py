@@ -3,7 +3,8 @@ import streamlit as st
 
 from lmviz import plots, toy
 from lmviz.losses import clm_loss, token_cross_entropy
-from lmviz.ui import fmt, show_code
+from lmviz.numbers import fmt
+from lmviz.ui import show_code
 
 TRUE_LABEL_STYLE = "background-color: #c7e9c0; font-weight: bold"
 GREEDY_STYLE = "text-decoration: underline; color: #08519c"
@@ -47,7 +48,7 @@ row_names = [f"{t}: {toy.INPUT_WORDS[t]} → {toy.VOCAB[labels[t]]}" for t in ra
 edited = st.data_editor(
     pd.DataFrame(toy.PROBABILITIES, columns=toy.VOCAB, index=row_names),
     key=f"toy_table_{st.session_state.get('toy_table_version', 0)}",
-    column_config={w: st.column_config.NumberColumn(w, min_value=0.0, max_value=1e6, step=0.01, format="%.3f")
+    column_config={w: st.column_config.NumberColumn(w, min_value=0.0, max_value=1e6, step=0.001, format="%.3f")
                    for w in toy.VOCAB},
     disabled=False,
 )
@@ -99,7 +100,7 @@ st.markdown(f"**loss** = ({terms}) / {len(walk['nll'])} = **{fmt(walk['loss'])}*
 left, middle, right = st.columns(3)
 left.metric("Loss: mean(-log p)", fmt(walk["loss"]))
 middle.metric("Perplexity: exp(loss)", fmt(walk["perplexity"]))
-right.metric("Uniform guess: ln 10", fmt(walk["uniform_loss"]))
+right.metric("Uniform guess: ln 10", fmt(walk["uniform_loss"], 6))
 st.caption(
     "Perplexity is the loss turned back into a number of words: the model is as unsure as if it "
     f"chose uniformly among {walk['perplexity']:.2f} words. A model that gives every word 1/10 scores "

@@ -1,12 +1,14 @@
+import math
+
 import pandas as pd
 import streamlit as st
-import torch
 
 from lmviz import plots
-from lmviz.analysis import MAX_TOKENS, NothingToScore, analyse_clm
+from lmviz.analysis import NothingToScore, analyse_clm
 from lmviz.losses import clm_loss
-from lmviz.models import DEFAULT_MODEL, DTYPES, ModelLoadError, load_causal_lm, prepare_bundled
-from lmviz.ui import escape_markdown, fmt, show_code
+from lmviz.models import DEFAULT_MODEL, DTYPES, ModelLoadError, available_devices, load_causal_lm, prepare_bundled
+from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
+from lmviz.ui import escape_markdown, show_code
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
@@ -27,20 +29,33 @@ def get_analysis(_loaded, model_key: tuple, text: str, add_bos: bool, top_k: int
 
 
 def load_with_progress(name: str, device: str, dtype: str, token: str | None):
-    if name == DEFAULT_MODEL:
-        bar = st.progress(0.0, text=f"Preparing {name}…")
-        prepare_bundled(lambda fraction, message: bar.progress(fraction, text=message))
-        bar.empty()
-    with st.spinner(f"Loading {name}…"):
-        return get_model(name, device, dtype, token)
+    """The model, or None after one sentence saying why it could not be loaded."""
+    shown = escape_markdown(name)
+    try:
+        if name == DEFAULT_MODEL:
+            bar = st.progress(0.0, text=f"Preparing {shown}…")
+            prepare_bundled(lambda fraction, message: bar.progress(fraction, text=message))
+            bar.empty()
+        with st.spinner(f"Loading {shown}…"):
+            return get_model(name, device, dtype, token)
+    except ModelLoadError as problem:
+        st.error(escape_markdown(str(problem)))
+    except Exception as error:  # anything else a model folder or download can throw: one sentence, not a traceback
+        st.error(escape_markdown(f"Could not load {name!r}: {type(error).__name__}: {error}"))
+    return None
 
 
 def coloured_sentence(result) -> str:
     pieces = []
     for row in result.rows:
-        colour = next(c for limit, c, _ in LOSS_COLOURS if row.nll < limit)
+        colour = next((c for limit, c, _ in LOSS_COLOURS if row.nll < limit), LOSS_COLOURS[-1][1])
         pieces.append(f":{colour}-background[{escape_markdown(row.target_token)}]")
     return " ".join(pieces)
+
+
+def spreadsheet_safe(value):
+    """A token such as "=SUM(A1)" would run as a formula when the CSV is opened in a spreadsheet."""
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@") else value
 
 
 st.title("Your sentence: a real model's loss, token by token")
@@ -57,7 +72,7 @@ with st.expander("Model", expanded=False):
         value=params.get("model", DEFAULT_MODEL), key="model_name",
     ).strip() or DEFAULT_MODEL
     left, right = st.columns(2)
-    devices = ["auto"] + (["cuda"] if torch.cuda.is_available() else []) + ["cpu"]
+    devices = ["auto", *available_devices()]
     device = left.selectbox("Device", devices, help="auto: the GPU when there is one, else the CPU")
     dtype = right.selectbox("Weights dtype", list(DTYPES), help="bfloat16 halves the memory; the loss is always computed in float32")
     token = st.text_input("Hugging Face access token (only for gated models such as Llama 2)", type="password") or None
@@ -77,32 +92,31 @@ trained = st.session_state.get("trained_clm")
 if trained is not None and st.toggle("Use the model you trained on the Train page", key="use_trained"):
     loaded = trained
 else:
-    loaded = None
-try:
-    loaded = loaded or load_with_progress(model_name, device, dtype, token)
-except ModelLoadError as problem:
-    st.error(str(problem))
-    if model_name == DEFAULT_MODEL:
+    loaded = load_with_progress(model_name, device, dtype, token)
+    if loaded is None and model_name != DEFAULT_MODEL:
+        st.info(f"Using the bundled model, {DEFAULT_MODEL}, instead.")
+        loaded = load_with_progress(DEFAULT_MODEL, device, dtype, None)
+    if loaded is None:
         st.stop()
-    st.info(f"Using the bundled model, {DEFAULT_MODEL}, instead.")
-    loaded = load_with_progress(DEFAULT_MODEL, device, dtype, None)
 
 try:
-    result = get_analysis(loaded, (loaded.name, loaded.device, loaded.dtype), text, add_bos, 5)
+    result = get_analysis(loaded, (loaded.name, id(loaded.model), loaded.device, loaded.dtype), text, add_bos, 5)
 except NothingToScore as problem:
     st.warning(str(problem))
     st.stop()
 
-st.caption(f"Model: {loaded.name} — {loaded.source}. Device: {loaded.device}, weights {loaded.dtype}. "
-           f"Forward pass: {result.forward_seconds * 1000:.0f} ms.")
+st.caption(escape_markdown(
+    f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}, weights {loaded.dtype}. "
+    f"Loaded in {loaded.load_seconds:.1f} s; this forward pass took {result.forward_seconds * 1000:.0f} ms."))
 if result.truncated_from:
-    st.info(f"The text has {result.truncated_from} tokens; only the first {MAX_TOKENS} are scored. "
-            f"It is cut after: {result.tokens[-1]}")
+    st.info(escape_markdown(
+        f"The text has {result.truncated_from} tokens; only the first {len(result.tokens)} are scored "
+        f"(the model's limit). The cut comes after: {' '.join(result.tokens[-5:])}"))
 
 st.subheader("1. The tokens the model reads")
 st.markdown(" ".join(f":gray-background[{escape_markdown(t)}]" for t in result.tokens))
 st.caption("␣ is a space that belongs to the token. " + (
-    f"The first token, {result.tokens[0]}, is the beginning-of-sequence marker you asked for." if result.bos_added
+    f"The first token, {escape_markdown(result.tokens[0])}, is the start-of-text marker you asked for." if result.bos_added
     else "Tick 'Start with the BOS token' to have the first word scored too."))
 
 st.subheader("2. Inputs and labels: the labels are the inputs shifted one place left")
@@ -111,21 +125,18 @@ table = pd.DataFrame({
     "input token": [r.input_token for r in result.rows],
     "label (next token)": [r.target_token for r in result.rows],
     "label id": [r.target_id for r in result.rows],
-    "p(label)": [r.prob for r in result.rows],
-    "-log p(label)": [r.nll for r in result.rows],
+    "p(label)": [fmt_prob(r.prob) for r in result.rows],
+    "-log p(label)": [fmt(r.nll) for r in result.rows],
     "rank": [r.rank for r in result.rows],
 })
 show_top_k = st.toggle("Show the model's top 5 guesses at each position")
 if show_top_k:
-    table["top 5 guesses"] = [", ".join(f"{tok} {p:.3f}" for tok, p in r.top_k) for r in result.rows]
-st.dataframe(
-    table, hide_index=True,
-    column_config={"p(label)": st.column_config.NumberColumn(format="%.6f"),
-                   "-log p(label)": st.column_config.NumberColumn(format="%.5f")},
-)
+    table["top 5 guesses"] = [", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in result.rows]
+st.dataframe(table, hide_index=True)
 st.caption(f"{len(result.tokens)} tokens give {len(result.rows)} predictions: the last token has no next token. "
            "Rank 1 means the label was the model's favourite.")
-st.download_button("Download the table (CSV)", table.to_csv(index=False).encode(), "lmviz_tokens.csv", "text/csv")
+st.download_button("Download the table (CSV)", table.map(spreadsheet_safe).to_csv(index=False).encode(),
+                   "lmviz_tokens.csv", "text/csv")
 
 st.subheader("3. The loss at each position")
 st.plotly_chart(
@@ -140,14 +151,19 @@ st.caption("Each predicted token coloured by its loss -log p: "
 st.subheader("4. The mean, checked three ways")
 left, middle, right = st.columns(3)
 left.metric("Loss: mean(-log p)", fmt(result.loss))
-middle.metric("Perplexity: exp(loss)", fmt(result.perplexity, 3))
+middle.metric("Perplexity: exp(loss)", fmt(result.perplexity, PERPLEXITY_DIGITS))
 right.metric("Predictions scored", len(result.rows))
 st.dataframe(pd.DataFrame({
     "computed by": ["lmviz clm_loss (the table above)", "the model's own out.loss (labels = input_ids)",
                     "softmax → gather → -log → mean", "torch.nn.CrossEntropyLoss on shifted logits"],
-    "loss": [fmt(v, 7) for v in (result.loss, result.loss_model, result.loss_softmax_gather, result.loss_cross_entropy)],
+    "loss": [fmt(v, CHECK_DIGITS)
+             for v in (result.loss, result.loss_model, result.loss_softmax_gather, result.loss_cross_entropy)],
 }), hide_index=True)
-st.caption(f"Largest difference between them: {result.max_difference:.1e} (float32 rounding). "
-           "Hugging Face shifts the labels inside the model, exactly as the table above shows.")
+if math.isfinite(result.max_difference):
+    st.caption(f"Largest difference between them: {result.max_difference:.1e} (float32 rounding). "
+               "Hugging Face shifts the labels inside the model, exactly as the table above shows.")
+else:
+    st.caption("softmax → gather → -log gave ∞: a probability so small that float32 rounds it to 0, "
+               "and log 0 = -∞. This is why losses are computed with log_softmax, which never forms p.")
 
 show_code(analyse_clm, clm_loss)

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.analysis import NothingToScore, analyse_clm, encode
+from lmviz.analysis import NothingToScore, _visible, analyse_clm, encode
 
 TEXT = "the cat sat on a mat and the dog ran to the park"
 
@@ -79,3 +79,34 @@ def test_single_token_with_bos_is_scored(tiny_loaded):
 def test_long_text_is_cut_and_says_where(tiny_tokenizer):
     ids, before = encode(tiny_tokenizer, " ".join(["the cat"] * 40), add_bos=False, max_tokens=16)
     assert len(ids) == 16 and before == 80
+
+
+def test_long_text_is_cut_at_the_models_limit(tiny_loaded):
+    result = analyse_clm(tiny_loaded, " ".join(["the cat sat on a mat"] * 20))  # 120 words, tiny GPT-2 has 64 positions
+    assert result.truncated_from == 120 and len(result.tokens) == 64 and len(result.rows) == 63
+
+
+def test_top_k_larger_than_the_vocabulary_is_capped(tiny_loaded):
+    result = analyse_clm(tiny_loaded, TEXT, top_k=10_000)
+    assert all(len(r.top_k) == tiny_loaded.model.config.vocab_size for r in result.rows)
+    assert sum(p for _, p in result.rows[0].top_k) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_readable_tokens_show_bytes_and_invisible_characters(bundled):
+    from lmviz.analysis import readable_token
+
+    tok = bundled.tokenizer
+    pieces = [readable_token(tok, i) for i in tok("日 a\u202eb\x1b\r\n", add_special_tokens=False)["input_ids"]]
+    shown = "".join(pieces)
+    assert "\ufffd" not in shown and "\x1b" not in shown and "\u202e" not in shown and "\r" not in shown
+    assert "<U+001B>" in shown and "␍" in shown and "⏎" in shown
+    assert "<E6 97><A5>" in shown  # 日 is E6 97 A5 in UTF-8, split over two byte tokens
+    assert "<E2 80><AE>" in shown  # the right-to-left override U+202E, also split into bytes
+    assert _visible("a\u202eb\u200d c\x00") == "a<U+202E>b<U+200D>␣c<U+0000>"
+
+
+def test_typed_special_token_text_stays_text(bundled):
+    result = analyse_clm(bundled, "<|endoftext|> hello")
+    assert 0 not in result.input_ids  # id 0 is the real <|endoftext|>
+    with_start = analyse_clm(bundled, "hello there", add_bos=True)
+    assert with_start.input_ids[0] == 0 and with_start.tokens[0] == "<|endoftext|>"

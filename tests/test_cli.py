@@ -49,3 +49,16 @@ def test_cli_runs_as_a_module_offline():
     data = json.loads(done.stdout)
     assert len(data["rows"]) == len(data["tokens"]) - 1
     assert abs(data["loss"] - sum(r["nll"] for r in data["rows"]) / len(data["rows"])) < 1e-6
+
+
+@pytest.mark.parametrize("args, message", [(["--device", "cuda"], "no 'cuda' device"),
+                                           (["--top-k", "0"], "at least 1")])
+def test_bad_options_give_one_sentence(args, message, capsys):
+    if "cuda" in args and __import__("torch").cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    try:
+        code = main(["clm", TEXT, *args])
+    except SystemExit as exit_:  # argparse rejects the option itself
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err

@@ -65,13 +65,37 @@ def test_clm_loss_matches_gpt2_own_loss_with_padding(tiny_gpt2):
 
 def test_clm_loss_upcasts_half_precision_and_is_differentiable():
     logits, input_ids = random_batch()
-    reference, _ = clm_loss(logits.bfloat16().float(), input_ids)
-    loss, info = clm_loss(logits.bfloat16(), input_ids)
+    half = logits.bfloat16()
+    loss, info = clm_loss(half, input_ids)
     assert loss.dtype == torch.float32
+    reference = F.cross_entropy(half[:, :-1].float().reshape(-1, TINY_VOCAB), input_ids[:, 1:].reshape(-1))
     assert loss.item() == pytest.approx(reference.item(), abs=1e-6)
     leaf = logits.clone().requires_grad_()
     clm_loss(leaf, input_ids)[0].backward()
     assert leaf.grad is not None and torch.isfinite(leaf.grad).all()
+
+
+def test_left_padding_never_predicts_from_a_pad(tiny_gpt2):
+    gen = torch.Generator().manual_seed(4)
+    input_ids = torch.randint(TINY_VOCAB, (2, 8), generator=gen)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, :3] = 0  # left padding in row 1
+    with torch.no_grad():
+        logits = tiny_gpt2(input_ids=input_ids, attention_mask=attention_mask).logits
+    loss, info = clm_loss(logits, input_ids, attention_mask=attention_mask)
+    # by hand: targets are the next real tokens, predicted from real positions only
+    labels = torch.full_like(input_ids, -100)
+    labels[0, :-1] = input_ids[0, 1:]
+    labels[1, 3:-1] = input_ids[1, 4:]
+    expected = F.cross_entropy(logits.reshape(-1, TINY_VOCAB), labels.reshape(-1), ignore_index=-100)
+    assert loss.item() == pytest.approx(expected.item(), abs=1e-6)
+    assert not info["counted"][1, :3].any() and info["num_tokens"] == 7 + 4
+    # Hugging Face's own loss also scores position 2 (a pad) predicting the first real token
+    hf = tiny_gpt2(input_ids=input_ids, attention_mask=attention_mask,
+                   labels=input_ids.masked_fill(attention_mask == 0, -100)).loss
+    labels[1, 2] = input_ids[1, 3]
+    with_pad = F.cross_entropy(logits.reshape(-1, TINY_VOCAB), labels.reshape(-1), ignore_index=-100)
+    assert hf.item() == pytest.approx(with_pad.item(), abs=1e-5) and abs(hf.item() - loss.item()) > 1e-4
 
 
 def test_clm_loss_is_finite_for_extreme_logits():
@@ -126,6 +150,37 @@ def test_mlm_loss_counts_only_masked_positions():
     # Hugging Face style: labels with -100 and no explicit mask give the same loss
     hf_labels = input_ids.masked_fill(~masked, -100)
     assert mlm_loss(logits, input_ids, None, labels=hf_labels)[0].item() == pytest.approx(loss.item(), abs=1e-7)
+
+
+def test_mlm_loss_equals_bert_masked_lm_own_loss():
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=TINY_VOCAB, hidden_size=16, num_hidden_layers=2,
+                                       num_attention_heads=2, intermediate_size=32)).eval()
+    gen = torch.Generator().manual_seed(6)
+    input_ids = torch.randint(5, TINY_VOCAB, (3, 10), generator=gen)
+    mask = create_mlm_mask(input_ids, mask_token_id=4, vocab_size=TINY_VOCAB, mask_prob=0.3,
+                           special_token_ids=[0, 1, 2, 3, 4], seed=1)
+    with torch.no_grad():
+        out = model(input_ids=mask.masked_input_ids, labels=mask.labels)
+    loss, _ = mlm_loss(out.logits, input_ids, mask.masked_positions)
+    assert loss.item() == pytest.approx(out.loss.item(), abs=1e-5)
+
+
+@pytest.mark.parametrize("make_call, message", [
+    (lambda l, i: mlm_loss(l, i, None), "Say which positions"),
+    (lambda l, i: mlm_loss(l, i, torch.ones_like(i, dtype=torch.bool), labels=i[:1]), r"labels \(1, 7\)"),
+    (lambda l, i: clm_loss(l, i, labels=i - 100), "between 0 and"),
+    (lambda l, i: clm_loss(l, i, labels=i.float()), "integer token ids"),
+    (lambda l, i: bert_loss(l, torch.zeros(5, 2), i, torch.ones_like(i, dtype=torch.bool), torch.zeros(5).long()),
+     "3 sequences but the NSP batch has 5"),
+    (lambda l, i: nsp_loss(torch.zeros(3, 2), torch.tensor([0.0, 1.0, 1.0])), "integers 0 or 1"),
+])
+def test_bad_arguments_raise_a_value_error_that_says_what(make_call, message):
+    logits, input_ids = random_batch()
+    with pytest.raises(ValueError, match=message):
+        make_call(logits, input_ids)
 
 
 def test_mlm_loss_with_nothing_masked_raises_instead_of_nan():

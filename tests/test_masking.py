@@ -44,6 +44,14 @@ def test_special_and_padding_tokens_are_never_selected_or_drawn():
     assert not torch.isin(random_ids, torch.tensor(SPECIAL)).any()
 
 
+def test_mask_token_is_never_a_random_replacement_even_if_not_listed():
+    ids, attention_mask = large_batch()
+    m = create_mlm_mask(ids, MASK, VOCAB, mask_prob=0.5, random_replace_prob=1.0, keep_original_prob=0.0,
+                        special_token_ids=[PAD, CLS, SEP], attention_mask=attention_mask, seed=9)
+    assert (m.branch[m.masked_positions] == RANDOM).all()
+    assert not (m.masked_input_ids[m.branch == RANDOM] == MASK).any()
+
+
 def test_each_branch_does_what_it_says():
     ids, attention_mask = large_batch()
     m = create_mlm_mask(ids, MASK, VOCAB, special_token_ids=SPECIAL, attention_mask=attention_mask, seed=3)

@@ -1,6 +1,8 @@
 """lmviz.models: the bundled model offline, and clear sentences when loading fails."""
 
+import os
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -52,7 +54,33 @@ def test_unknown_dtype_is_refused():
         load_causal_lm(dtype="int3")
 
 
-def test_device_is_cuda_when_present_else_cpu():
-    mps = torch.backends.mps.is_available()
-    assert pick_device() == ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu")
-    assert pick_device("cpu") == "cpu"
+def test_device_is_cuda_when_present_else_cpu(monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert pick_device() == "cuda" and pick_device("auto") == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert pick_device() == "cpu" and pick_device("cpu") == "cpu"
+    with pytest.raises(ModelLoadError, match="no 'cuda' device here"):
+        pick_device("cuda")
+
+
+def test_unwritable_cache_warns_and_never_dequantises_twice(tmp_path, monkeypatch):
+    from lmviz import models
+
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    read_only.chmod(0o500)
+    if os.access(read_only, os.W_OK):
+        read_only = Path("/proc/lmviz-cache")  # root can write anywhere on disk; /proc refuses everyone
+    monkeypatch.setenv("LMVIZ_CACHE", str(read_only))
+    calls = []
+    real = models._load_from_gguf
+    monkeypatch.setattr(models, "_load_from_gguf", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(models, "_dequantised", {})
+    models.prepare_bundled()
+    first = load_causal_lm()
+    second = load_causal_lm()
+    assert len(calls) == 1
+    assert "could not save" in first.source and "LMVIZ_CACHE" in first.source
+    assert first.model is not second.model  # each caller owns its copy
+    assert analyse_clm(first, "I love dogs not cats").loss == pytest.approx(analyse_clm(second, "I love dogs not cats").loss)

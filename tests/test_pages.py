@@ -1,14 +1,20 @@
 """Every page through Streamlit's AppTest: no exception, and the numbers on screen."""
 
 import math
+import re
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
+from lmviz.ui import escape_markdown
+
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
-PAGES = ["pages/home.py", "pages/toy_example.py", "pages/your_sentence.py"]
+
+# every page app.py registers, so that a new page cannot escape these tests
+PAGES = re.findall(r'st\.Page\("(pages/[^"]+\.py)"', Path(APP).read_text())
 
 
 def open_page(page: str) -> AppTest:
@@ -33,7 +39,7 @@ def test_toy_page_shows_the_articles_loss():
     at = open_page("pages/toy_example.py")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Loss: mean(-log p)"] == "0.86302"
-    assert metrics["Uniform guess: ln 10"] == "2.30259"
+    assert metrics["Uniform guess: ln 10"] == "2.302585"
     assert metrics["Perplexity: exp(loss)"] == "2.37032"
     text = page_text(at)
     assert "(0.69315 + 1.20397 + 1.10866 + 0.79851 + 0.51083) / 5 = **0.86302**" in text
@@ -74,7 +80,14 @@ def test_your_sentence_scores_a_typed_sentence(bundled):
     assert metrics["Loss: mean(-log p)"] == f"{expected.loss:.5f}"
     assert metrics["Predictions scored"] == str(len(expected.rows))
     table = at.dataframe[0].value
-    assert table["-log p(label)"].tolist() == pytest.approx([r.nll for r in expected.rows], abs=1e-9)
+    assert table["-log p(label)"].tolist() == [fmt(r.nll) for r in expected.rows]
+    assert table["p(label)"].tolist() == [fmt_prob(r.prob) for r in expected.rows]
+    assert table["rank"].tolist() == [r.rank for r in expected.rows]
+    assert table["label (next token)"].tolist() == [r.target_token for r in expected.rows]
+    assert metrics["Perplexity: exp(loss)"] == fmt(expected.perplexity, PERPLEXITY_DIGITS)
+    checks = at.dataframe[1].value["loss"].tolist()
+    assert checks == [fmt(v, CHECK_DIGITS) for v in (expected.loss, expected.loss_model, expected.loss_softmax_gather,
+                                                       expected.loss_cross_entropy)]
     assert at.query_params["text"] == ["I love dogs not cats"] or at.query_params["text"] == "I love dogs not cats"
 
 
@@ -109,3 +122,63 @@ def test_your_sentence_falls_back_to_the_bundled_model_when_the_hub_is_unreachab
     assert any("cannot be reached" in e.value for e in at.error)
     assert any("Using the bundled model" in i.value for i in at.info)
     assert at.metric  # the analysis still ran
+
+
+def test_train_page_trains_a_few_steps_and_the_model_is_usable_elsewhere():
+    at = open_page("pages/train.py")
+    assert not at.exception
+    at.number_input(key="train_steps").set_value(10)
+    at.button[0].click().run(timeout=300)  # "Train"
+    assert not at.exception and not at.error
+    trainer = at.session_state["trainer"]
+    assert trainer.step == 10 and trainer.objective == "clm"
+    first, last = trainer.history[0].validation_loss, trainer.history[-1].validation_loss
+    assert last < first  # the loss fell
+    summary = " ".join(m.value for m in at.markdown)
+    assert f"10 steps" in summary and f"Validation loss {last:.3f}" in summary
+    assert any("→" in t.value for t in at.text)  # the model's guesses are shown
+
+    at.switch_page("pages/your_sentence.py").run()
+    at.toggle(key="use_trained").set_value(True).run()
+    assert not at.exception
+    assert any("your model from the Train page" in c.value for c in at.caption)
+    assert at.metric
+
+
+def test_train_page_refuses_too_little_pasted_text():
+    at = open_page("pages/train.py")
+    at.radio(key="train_source").set_value("paste text").run()
+    at.text_area(key="train_text").input("One sentence. Two sentences.").run()
+    at.button[0].click().run()
+    assert not at.exception
+    assert any("at least 40 sentences" in e.value for e in at.error)
+
+
+def test_pages_list_is_complete():
+    assert len(PAGES) >= 4 and all(Path(APP).with_name(p.split("/")[0]).joinpath(p.split("/")[1]).is_file() for p in PAGES)
+
+
+def test_your_sentence_shows_markup_and_odd_text_as_plain_tokens(bundled):
+    from lmviz.analysis import analyse_clm
+
+    text = "**bold** $x^2$ <script>alert(1)</script> [x](y) :red[b] \u202eevil 日本"
+    at = open_page("pages/your_sentence.py")
+    at.text_area(key="text").input(text).run()
+    assert not at.exception and not at.error
+    expected = analyse_clm(bundled, text)
+    chips = " ".join(f":gray-background[{escape_markdown(t)}]" for t in expected.tokens)
+    assert any(m.value == chips for m in at.markdown)
+    # the right-to-left override never reaches the page as a character that would reverse the text
+    assert not any("\u202e" in m.value for m in at.markdown)
+
+
+def test_your_sentence_top_k_on_demand(bundled):
+    from lmviz.analysis import analyse_clm
+
+    at = open_page("pages/your_sentence.py")
+    at.toggle[0].set_value(True).run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    expected = analyse_clm(bundled, "The capital of France is Paris.")
+    assert table["top 5 guesses"].tolist() == [
+        ", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in expected.rows]

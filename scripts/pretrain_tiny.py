@@ -1,0 +1,64 @@
+"""Train lmviz's own tiny GPT (causal LM) and tiny BERT (masked LM + next sentence)
+on the generated stories, with a fixed seed, and write them to assets/.
+
+    python -m scripts.pretrain_tiny [--steps-gpt N] [--steps-bert N] [--out assets]
+
+These are the offline models of the masked-LM and next-sentence pages. The
+script prints and saves (assets/tiny-models.json) what they reach on held-out
+stories, against ln V and the data's own entropy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from lmviz.corpus import entropy_per_token, generate_corpus
+from lmviz.training import Trainer, evaluate, train_tokenizer
+
+SEED = 0
+
+
+def train_and_save(objective: str, steps: int, corpus, tokenizer, folder: Path) -> dict:
+    start = time.perf_counter()
+    trainer = Trainer(objective, "small", corpus=corpus, tokenizer=tokenizer, seed=SEED, batch_size=32,
+                      learning_rate=1e-3)
+    for record in trainer.run(steps, eval_every=100, predict_every=steps):
+        if record.validation_loss is not None:
+            print(f"  {objective} step {record.step:5d}  train {record.train_loss:.3f}  "
+                  f"validation {record.validation_loss:.3f}  {record.seconds:5.0f} s", flush=True)
+    seconds = time.perf_counter() - start
+    metrics = evaluate(trainer.model, objective, tokenizer, corpus.validation, seed=12345)
+    trainer.model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return {"objective": objective, "steps": steps, "seconds": round(seconds, 1), **metrics,
+            "last_predictions": trainer.history[-1].predictions}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps-gpt", type=int, default=1500)
+    parser.add_argument("--steps-bert", type=int, default=3000)
+    parser.add_argument("--out", type=Path, default=Path("assets"))
+    args = parser.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    corpus = generate_corpus(num_train=4000, num_validation=400, seed=SEED)
+    tokenizer = train_tokenizer([s.text for s in corpus.train])
+    report = {
+        "command": f"python -m scripts.pretrain_tiny --steps-gpt {args.steps_gpt} --steps-bert {args.steps_bert}",
+        "vocab_size": len(tokenizer), "ln_V": math.log(len(tokenizer)),
+        "data_entropy_per_token": entropy_per_token(corpus.validation),
+        "models": [train_and_save("clm", args.steps_gpt, corpus, tokenizer, args.out / "tiny-gpt"),
+                   train_and_save("mlm+nsp", args.steps_bert, corpus, tokenizer, args.out / "tiny-bert")],
+    }
+    (args.out / "tiny-models.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
