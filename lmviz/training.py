@@ -8,6 +8,7 @@ own ``loss`` on the same batches.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import time
@@ -170,6 +171,7 @@ class Trainer:
         # a fixed batch (fixed mask, fixed pairs), so that validation losses are comparable across steps
         self._validation_batch = make_batch(objective, self.validation, self.tokenizer, seed=10**6).to(device)
 
+    @functools.cached_property
     def reference_lines(self) -> dict[str, float]:
         """The losses to compare with, in nats per predicted token."""
         vocab_size = len(self.tokenizer)

@@ -36,7 +36,7 @@ def draw(trainer: Trainer, chart, progress, target_step: int | None = None) -> N
     validated = [r for r in history if r.validation_loss is not None]
     chart.plotly_chart(plots.training_curves(
         [r.step for r in history], [r.train_loss for r in history],
-        [r.step for r in validated], [r.validation_loss for r in validated], trainer.reference_lines(),
+        [r.step for r in validated], [r.validation_loss for r in validated], trainer.reference_lines,
     ), key=f"training_curves_{len(history)}")
     if target_step:
         progress.progress(min(1.0, trainer.step / target_step),
@@ -72,11 +72,23 @@ go, stop, reset = st.columns([1, 1, 4])
 start = go.button("Train", type="primary")
 stop.button("Stop", help="Stops after the current step; the model keeps what it learned.")
 if reset.button("Start over"):
-    st.session_state.pop("trainer", None)
+    for key in ("trainer", "last_predictions", "trained_clm"):
+        st.session_state.pop(key, None)
     trainer = None
 
 progress = st.empty()
 chart = st.empty()
+guesses = st.empty()
+
+
+def show_guesses() -> None:
+    if "last_predictions" in st.session_state:
+        at, lines = st.session_state["last_predictions"]
+        with guesses.container():
+            st.subheader(f"What the model guesses (step {at})")
+            for line in lines:
+                st.text(line)
+
 
 if start:
     if trainer is None or st.session_state.get("trainer_settings") != settings:
@@ -91,11 +103,13 @@ if start:
     target = trainer.step + int(steps)
     # Clicking Stop (or any widget) reruns this script, which ends the loop; the
     # model and its history stay in st.session_state, owned by this session.
+    st.session_state.pop("last_predictions", None)
     for record in trainer.run(int(steps)):
         if record.step % REDRAW_EVERY == 0 or record.step == target:
             draw(trainer, chart, progress, target)
         if record.predictions:
             st.session_state["last_predictions"] = (record.step, record.predictions)
+            show_guesses()
 
 if trainer is not None and trainer.history:
     if not start:
@@ -104,11 +118,8 @@ if trainer is not None and trainer.history:
     validated = [r for r in trainer.history if r.validation_loss is not None]
     st.markdown(f"**{OBJECTIVES[trainer.objective]}**, model size {trainer.preset}, on {trainer.device}: "
                 f"{last.step} steps in {last.seconds:.0f} s. Validation loss {validated[-1].validation_loss:.3f}.")
-    if "last_predictions" in st.session_state:
-        at, lines = st.session_state["last_predictions"]
-        st.subheader(f"What the model guesses (step {at})")
-        for line in lines:
-            st.text(line)
+    if not start:
+        show_guesses()
     if trainer.objective == "clm":
         st.session_state["trained_clm"] = LoadedModel(
             trainer.model, trainer.tokenizer, f"your model from the Train page ({last.step} steps)",

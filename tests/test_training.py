@@ -88,7 +88,7 @@ def test_a_few_steps_lower_the_validation_loss(objective, tokenizer, small_corpu
 
 
 def test_reference_lines_are_ordered(small_corpus, tokenizer):
-    lines = Trainer("clm", "tiny", corpus=small_corpus, tokenizer=tokenizer).reference_lines()
+    lines = Trainer("clm", "tiny", corpus=small_corpus, tokenizer=tokenizer).reference_lines
     uniform, unigram, floor = lines.values()
     assert uniform == pytest.approx(math.log(len(tokenizer)))
     assert uniform > unigram > floor > 0
