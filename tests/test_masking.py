@@ -120,3 +120,17 @@ def test_nsp_pairs_layout_segments_and_real_negatives():
 def test_nsp_pairs_need_two_sentences():
     with pytest.raises(ValueError, match="two sentences"):
         create_nsp_pairs([[5, 6]], CLS, SEP, PAD)
+
+
+def test_min_selected_adds_eligible_positions_only_where_needed():
+    ids = torch.tensor([[CLS, 10, 11, 12, SEP, PAD], [CLS] + list(range(10, 15))])
+    attention_mask = torch.tensor([[1, 1, 1, 1, 1, 0], [1] * 6])
+    m = create_mlm_mask(ids, MASK, VOCAB, mask_prob=0.0, special_token_ids=SPECIAL, attention_mask=attention_mask,
+                        seed=0, min_selected=1)
+    assert m.masked_positions.sum(-1).tolist() == [1, 1]
+    assert not m.masked_positions[torch.isin(ids, torch.tensor(SPECIAL))].any()
+    assert create_mlm_mask(ids, MASK, VOCAB, mask_prob=0.0, special_token_ids=SPECIAL, seed=0,
+                           min_selected=1).masked_positions.sum() == 2
+    full = create_mlm_mask(ids, MASK, VOCAB, mask_prob=1.0, special_token_ids=SPECIAL, attention_mask=attention_mask,
+                           seed=0, min_selected=1)
+    assert full.masked_positions.sum(-1).tolist() == [3, 5]  # already enough: nothing added

@@ -182,3 +182,55 @@ def test_your_sentence_top_k_on_demand(bundled):
     expected = analyse_clm(bundled, "The capital of France is Paris.")
     assert table["top 5 guesses"].tolist() == [
         ", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in expected.rows]
+
+
+def test_masked_lm_page_matches_the_library_and_rerolls():
+    from lmviz.bert_analysis import analyse_mlm
+    from lmviz.models import load_bert
+
+    at = open_page("pages/masked_lm.py")
+    assert not at.exception and not at.error
+    text = at.text_area(key="mlm_text").value
+    expected = analyse_mlm(load_bert(), text, seed=0)
+    assert {m.label: m.value for m in at.metric}["Masked-LM loss"] == fmt(expected.loss)
+    table = at.dataframe[0].value
+    assert table["branch"].tolist() == [r.branch for r in expected.rows]
+    assert table["label"].tolist() == [r.label for r in expected.rows]
+    checks = at.dataframe[1].value["loss"].tolist()
+    assert checks == [fmt(expected.loss, CHECK_DIGITS), fmt(expected.loss_model, CHECK_DIGITS)]
+    at.button[1].click().run()  # Re-roll
+    assert at.number_input(key="mlm_seed").value == 1
+    rerolled = analyse_mlm(load_bert(), text, seed=1)
+    assert at.dataframe[0].value["branch"].tolist() == [r.branch for r in rerolled.rows]
+
+
+def test_masked_lm_page_bad_inputs():
+    at = open_page("pages/masked_lm.py")
+    at.text_area(key="mlm_text").input("anna").run()
+    at.slider(key="mlm_rate").set_value(0.0).run()
+    assert not at.exception
+    assert any("No position was selected" in w.value for w in at.warning)
+    [b for b in at.button if b.label == "Mask one position"][0].click().run()
+    assert not at.exception and at.metric
+    at.number_input(key="mlm_share_0").set_value(70).run()
+    assert any("add up to 100" in e.value for e in at.error)
+
+
+def test_next_sentence_page_shows_both_losses_and_the_convention():
+    at = open_page("pages/next_sentence.py")
+    assert not at.exception and not at.error
+    checks = at.dataframe[2].value["loss"].tolist()
+    assert len(set(checks)) == 1  # four ways, one number
+    assert any("0 means B follows A" in i.value for i in at.info)
+    at.text_input(key="nsp_b").input(" ").run()
+    assert any("needs two sentences" in w.value for w in at.warning)
+
+
+def test_bert_loss_page_total_equals_the_models_own():
+    at = open_page("pages/bert_loss.py")
+    assert not at.exception and not at.error
+    checks = at.dataframe[0].value["loss"].tolist()
+    assert checks[0] == checks[1]
+    at.slider(key="bert_nsp_weight").set_value(0.0).run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Total"] == metrics["Masked-LM loss"]

@@ -99,3 +99,8 @@ def test_unknown_objective_or_size_is_refused(small_corpus, tokenizer):
         Trainer("nsp-only", corpus=small_corpus, tokenizer=tokenizer)
     with pytest.raises(ValueError, match="Unknown model size"):
         Trainer("clm", "huge", corpus=small_corpus, tokenizer=tokenizer)
+
+
+def test_sentence_pairs_get_segment_ids_by_default(tokenizer):
+    enc = tokenizer("anna felt happy .", "ben felt tired .")
+    assert enc["token_type_ids"] == [0] * 6 + [1] * 5

@@ -1,0 +1,214 @@
+"""Text + BERT -> the numbers of the masked-LM, next-sentence and BERT-loss pages and CLI.
+
+Every loss is computed twice: by lmviz (create_mlm_mask, mlm_loss, nsp_loss,
+bert_loss) and by the Hugging Face model's own ``loss`` on the same inputs,
+so each page can show both side by side.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from lmviz.analysis import NothingToScore, readable_token
+from lmviz.losses import IS_NEXT_HF, bert_loss, mlm_loss, nsp_loss
+from lmviz.masking import BRANCH_NAMES, create_mlm_mask
+
+MAX_PAIR_TOKENS = 128  # long enough for two sentences, short enough to stay quick on a CPU
+
+
+@dataclass
+class MlmRow:
+    position: int
+    token: str  # the original token
+    token_id: int
+    branch: str  # not selected / [MASK] / random token / kept
+    shown: str  # what the model reads at this position
+    label: int  # the original id where selected, -100 elsewhere
+    prob: float | None  # p(original token) where selected
+    nll: float | None
+    top_k: list  # [(token, prob), ...] where selected
+
+
+@dataclass
+class MlmAnalysis:
+    model: str
+    rows: list[MlmRow]
+    loss: float  # lmviz: mlm_loss over the selected positions
+    loss_model: float  # the model's own masked-LM loss on the same masked input and labels
+    num_selected: int
+    num_eligible: int  # tokens that could be selected (not special)
+    unknown_tokens: list[str]  # words the tokenizer turned into [UNK]
+    forward_seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _heads(model):
+    """Hugging Face's single-head BERT classes, sharing the weights of ``model``
+    (a BertForPreTraining): their ``loss`` is the model's own code for that head."""
+    from transformers import BertForMaskedLM, BertForNextSentencePrediction
+
+    with torch.device("meta"):  # built empty, then given the real modules: no copy, no random init
+        mlm, nsp = BertForMaskedLM(model.config), BertForNextSentencePrediction(model.config)
+    mlm.bert, mlm.cls.predictions = model.bert, model.cls.predictions
+    nsp.bert, nsp.cls.seq_relationship = model.bert, model.cls.seq_relationship
+    return mlm.eval(), nsp.eval()
+
+
+def _encode(tokenizer, text: str, pair: str | None = None) -> dict:
+    return tokenizer(text, pair, truncation=True, max_length=MAX_PAIR_TOKENS, return_token_type_ids=True,
+                     return_tensors="pt")
+
+
+def _unknown(tokenizer, ids: list[int], text: str) -> list[str]:
+    if tokenizer.unk_token_id not in ids:
+        return []
+    words = text.split()
+    return [w for w in words if tokenizer.unk_token_id in tokenizer(w, add_special_tokens=False)["input_ids"]]
+
+
+def _top_k(tokenizer, logits: torch.Tensor, k: int) -> list:
+    probs, ids = torch.softmax(logits.float(), dim=-1).topk(k)
+    return [(readable_token(tokenizer, i), p) for i, p in zip(ids.tolist(), probs.tolist())]
+
+
+def _masked_pair(loaded, text: str, pair: str | None, seed: int, mask_prob: float, random_replace_prob: float,
+                 keep_original_prob: float, min_selected: int):
+    """Tokenize and mask; (encoding, MlmMask, number of maskable tokens). Raises NothingToScore."""
+    if not text or not text.strip():
+        raise NothingToScore("There is nothing to mask: the text is empty. Type a sentence.")
+    tokenizer = loaded.tokenizer
+    enc = _encode(tokenizer, text, pair)
+    ids = enc["input_ids"]  # (1, T)
+    specials = tokenizer.all_special_ids
+    num_eligible = int((~torch.isin(ids, torch.tensor(specials))).sum())
+    if num_eligible == 0:
+        raise NothingToScore("There is nothing to mask: the text has no token besides BERT's special tokens.")
+    mask = create_mlm_mask(ids, tokenizer.mask_token_id, loaded.model.config.vocab_size, mask_prob,
+                           random_replace_prob, keep_original_prob, special_token_ids=specials, seed=seed,
+                           min_selected=min_selected)
+    if not mask.masked_positions.any():
+        raise NothingToScore(
+            f"No position was selected: {mask_prob:.0%} of {num_eligible} tokens is less than one on average, "
+            "and this seed picked none. Mask one position, change the seed, or raise the rate.")
+    return enc, mask, num_eligible
+
+
+def _model_inputs(enc: dict, mask, device: str) -> dict:
+    return {"input_ids": mask.masked_input_ids.to(device), "attention_mask": enc["attention_mask"].to(device),
+            "token_type_ids": enc["token_type_ids"].to(device)}
+
+
+def _mlm_rows(tokenizer, ids: torch.Tensor, mask, info: dict, logits: torch.Tensor, top_k: int) -> list[MlmRow]:
+    rows = []
+    for t, token_id in enumerate(ids[0].tolist()):
+        selected = bool(mask.masked_positions[0, t])
+        rows.append(MlmRow(
+            position=t, token=readable_token(tokenizer, token_id), token_id=token_id,
+            branch=BRANCH_NAMES[int(mask.branch[0, t])],
+            shown=readable_token(tokenizer, int(mask.masked_input_ids[0, t])), label=int(mask.labels[0, t]),
+            prob=float(info["target_probs"][0, t]) if selected else None,
+            nll=float(info["nll"][0, t]) if selected else None,
+            top_k=_top_k(tokenizer, logits[0, t], top_k) if selected else [],
+        ))
+    return rows
+
+
+def analyse_mlm(loaded, text: str, seed: int = 0, mask_prob: float = 0.15, random_replace_prob: float = 0.1,
+                keep_original_prob: float = 0.1, top_k: int = 5, min_selected: int = 0) -> MlmAnalysis:
+    """Mask ``text`` BERT's way and score the model's guesses at the selected positions.
+
+    Raises NothingToScore when there is nothing to mask, or nothing was
+    selected (then ``min_selected=1`` masks one position).
+    """
+    enc, mask, num_eligible = _masked_pair(loaded, text, None, seed, mask_prob, random_replace_prob,
+                                           keep_original_prob, min_selected)
+    ids = enc["input_ids"]
+    mlm_head, _ = _heads(loaded.model)
+    with torch.inference_mode():
+        start = time.perf_counter()
+        out = mlm_head(**_model_inputs(enc, mask, loaded.device), labels=mask.labels.to(loaded.device))
+        seconds = time.perf_counter() - start
+        loss, info = mlm_loss(out.logits, ids.to(loaded.device), mask.masked_positions.to(loaded.device))
+    rows = _mlm_rows(loaded.tokenizer, ids, mask, info, out.logits, top_k)
+    return MlmAnalysis(loaded.name, rows, loss.item(), out.loss.item(), int(mask.masked_positions.sum()), num_eligible,
+                       _unknown(loaded.tokenizer, ids[0].tolist(), text), seconds)
+
+
+@dataclass
+class NspAnalysis:
+    model: str
+    tokens: list[str]  # [CLS] A [SEP] B [SEP]
+    segment_ids: list[int]
+    label: int  # Hugging Face's convention: 0 = B follows A, 1 = B is from elsewhere
+    logits: list[float]  # the head's two scores: [is next, is not next]
+    probs: list[float]  # their softmax
+    loss_two_logits: float  # lmviz nsp_loss on the two logits (cross-entropy)
+    loss_one_logit: float  # lmviz nsp_loss on one logit, logit[1] - logit[0] (binary cross-entropy)
+    loss_model: float  # BertForNextSentencePrediction's own loss
+    loss_torch: float  # F.cross_entropy, the independent reference
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def analyse_nsp(loaded, sentence_a: str, sentence_b: str, b_follows_a: bool = True) -> NspAnalysis:
+    """Score the pair [CLS] A [SEP] B [SEP] with BERT's next-sentence head."""
+    if not sentence_a.strip() or not sentence_b.strip():
+        raise NothingToScore("Next-sentence prediction needs two sentences: type both A and B.")
+    model, tokenizer = loaded.model, loaded.tokenizer
+    enc = {k: v.to(loaded.device) for k, v in _encode(tokenizer, sentence_a, sentence_b).items()}
+    label = torch.tensor([IS_NEXT_HF if b_follows_a else 1 - IS_NEXT_HF], device=loaded.device)
+    _, nsp_head = _heads(model)
+    with torch.inference_mode():
+        out = nsp_head(**enc, labels=label)
+        logits = out.logits  # (1, 2)
+        two, info = nsp_loss(logits, label)
+        one, _ = nsp_loss(logits[:, 1:] - logits[:, :1], label)
+        reference = F.cross_entropy(logits.float(), label)
+    ids = enc["input_ids"][0].tolist()
+    return NspAnalysis(loaded.name, [readable_token(tokenizer, i) for i in ids], enc["token_type_ids"][0].tolist(),
+                       int(label), logits[0].float().tolist(), info["probs"][0].tolist(), two.item(), one.item(),
+                       out.loss.item(), reference.item())
+
+
+@dataclass
+class BertLossAnalysis:
+    model: str
+    rows: list[MlmRow]  # the masked pair, position by position
+    segment_ids: list[int]
+    label: int  # next_sentence_label, Hugging Face's convention (0 = B follows A)
+    p_is_next: float  # the NSP head's probability that B follows A, on the masked pair
+    mlm_loss: float
+    nsp_loss: float
+    mlm_weight: float
+    nsp_weight: float
+    total: float  # lmviz bert_loss: mlm_weight * mlm_loss + nsp_weight * nsp_loss
+    total_model: float  # BertForPreTraining's own loss (both weights 1)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def analyse_bert_loss(loaded, sentence_a: str, sentence_b: str, b_follows_a: bool = True, seed: int = 0,
+                      mlm_weight: float = 1.0, nsp_weight: float = 1.0) -> BertLossAnalysis:
+    """BERT's pre-training loss on one pair: one forward pass of the *masked*
+    pair gives both heads' logits, as in pre-training."""
+    if not sentence_b or not sentence_b.strip():
+        raise NothingToScore("BERT's pre-training loss needs two sentences: type both A and B.")
+    enc, mask, _ = _masked_pair(loaded, sentence_a, sentence_b, seed, 0.15, 0.1, 0.1, min_selected=1)
+    ids, device = enc["input_ids"], loaded.device
+    label = torch.tensor([IS_NEXT_HF if b_follows_a else 1 - IS_NEXT_HF], device=device)
+    with torch.inference_mode():
+        out = loaded.model(**_model_inputs(enc, mask, device), labels=mask.labels.to(device), next_sentence_label=label)
+        total, info = bert_loss(out.prediction_logits, out.seq_relationship_logits, ids.to(device),
+                                mask.masked_positions.to(device), label, mlm_weight=mlm_weight, nsp_weight=nsp_weight)
+    return BertLossAnalysis(
+        loaded.name, _mlm_rows(loaded.tokenizer, ids, mask, info["mlm_loss"], out.prediction_logits, 1),
+        enc["token_type_ids"][0].tolist(), int(label), float(info["nsp_loss"]["p_is_next"][0]),
+        info["mlm_loss"]["loss"], info["nsp_loss"]["loss"], mlm_weight, nsp_weight, total.item(), out.loss.item())

@@ -1,0 +1,61 @@
+import pandas as pd
+import streamlit as st
+
+from lmviz.analysis import NothingToScore
+from lmviz.bert_analysis import analyse_bert_loss
+from lmviz.corpus import generate_corpus
+from lmviz.losses import bert_loss
+from lmviz.numbers import CHECK_DIGITS, fmt
+from lmviz.ui import choose_bert, escape_markdown, show_code
+
+
+@st.cache_data(show_spinner=False)
+def first_story() -> list[str]:
+    return generate_corpus(num_train=0, num_validation=1, seed=0).validation[0].sentences
+
+
+st.title("BERT's pre-training loss: masked LM + next sentence")
+st.markdown(
+    "BERT was pre-trained on both tasks at once: one forward pass over a *masked* sentence pair gives the "
+    "masked-LM predictions at the selected positions and the next-sentence scores at `[CLS]`. "
+    "The training loss is their sum, and you can weigh the two parts."
+)
+loaded = choose_bert()
+story = first_story()
+sentence_a = st.text_input("Sentence A", value=story[0], key="bert_a", max_chars=500)
+sentence_b = st.text_input("Sentence B", value=story[1], key="bert_b", max_chars=500)
+left, middle, right = st.columns(3)
+follows = left.radio("Does B follow A?", ["yes", "no"], horizontal=True, key="bert_follows") == "yes"
+mlm_weight = middle.slider("MLM weight", 0.0, 2.0, 1.0, 0.1, key="bert_mlm_weight")
+nsp_weight = right.slider("NSP weight", 0.0, 2.0, 1.0, 0.1, key="bert_nsp_weight")
+seed = st.number_input("Mask seed", min_value=0, max_value=10**9, value=0, key="bert_seed")
+
+try:
+    result = analyse_bert_loss(loaded, sentence_a, sentence_b, follows, int(seed), mlm_weight, nsp_weight)
+except NothingToScore as problem:
+    st.warning(str(problem))
+    st.stop()
+
+st.markdown("The masked pair: " + " ".join(
+    f":{'blue' if r.branch != 'not selected' else 'gray'}-background[{escape_markdown(r.shown)}]"
+    for r in result.rows))
+st.caption("Blue: selected for the masked-LM loss (at least one position is always selected here).")
+
+a, b, c = st.columns(3)
+a.metric("Masked-LM loss", fmt(result.mlm_loss))
+b.metric("Next-sentence loss", fmt(result.nsp_loss))
+c.metric("Total", fmt(result.total))
+st.markdown(f"total = {mlm_weight:g} × {fmt(result.mlm_loss)} + {nsp_weight:g} × {fmt(result.nsp_loss)} "
+            f"= **{fmt(result.total)}**")
+st.dataframe(pd.DataFrame({
+    "computed by": ["lmviz bert_loss (these weights)", "BertForPreTraining's own loss (both weights 1)"],
+    "loss": [fmt(result.total, CHECK_DIGITS), fmt(result.total_model, CHECK_DIGITS)],
+}), hide_index=True)
+if mlm_weight == 1.0 and nsp_weight == 1.0:
+    st.caption(f"With both weights 1 they agree: the difference is {abs(result.total - result.total_model):.1e}.")
+else:
+    st.caption("Hugging Face's model always adds the two parts with weight 1; set both sliders to 1 to compare.")
+st.caption(f"p(B follows A) on the masked pair: {fmt(result.p_is_next)} (label {result.label}: "
+           "Hugging Face's convention, 0 = B follows A).")
+
+show_code(bert_loss)

@@ -1,0 +1,82 @@
+import random
+
+import pandas as pd
+import streamlit as st
+
+from lmviz.analysis import NothingToScore
+from lmviz.bert_analysis import analyse_nsp
+from lmviz.corpus import generate_corpus
+from lmviz.losses import nsp_loss, seed_to_hf_nsp_labels
+from lmviz.numbers import CHECK_DIGITS, fmt
+from lmviz.ui import choose_bert, show_code
+
+
+@st.cache_data(show_spinner=False)
+def stories() -> list[list[str]]:
+    return [s.sentences for s in generate_corpus(num_train=0, num_validation=100, seed=0).validation]
+
+
+def draw_pair(follows: bool) -> None:
+    """Put a corpus pair in the text boxes: a true continuation, or a sentence of another story."""
+    rng = random.Random()
+    story = rng.choice(stories())
+    i = rng.randrange(len(story) - 1)
+    b = story[i + 1] if follows else rng.choice([s for s in stories() if s is not story])[1]
+    st.session_state.update(nsp_a=story[i], nsp_b=b, nsp_follows="yes" if follows else "no")
+
+
+st.title("Next-sentence prediction: does B follow A?")
+st.markdown(
+    "BERT's second pre-training task. Two sentences are packed into one input, "
+    "`[CLS] A [SEP] B [SEP]`; half the time B really follows A, half the time it is a sentence from elsewhere. "
+    "A small head on top of the `[CLS]` token gives two scores, and the loss is a two-way cross-entropy."
+)
+loaded = choose_bert()
+
+st.session_state.setdefault("nsp_a", stories()[0][0])
+st.session_state.setdefault("nsp_b", stories()[0][1])
+left, right = st.columns(2)
+left.button("A true continuation from the corpus", on_click=draw_pair, args=(True,))
+right.button("A sentence from another story", on_click=draw_pair, args=(False,))
+sentence_a = st.text_input("Sentence A", key="nsp_a", max_chars=500)
+sentence_b = st.text_input("Sentence B", key="nsp_b", max_chars=500)
+follows = st.radio("Does B really follow A? (this sets the label)", ["yes", "no"], horizontal=True,
+                   key="nsp_follows") == "yes"
+
+try:
+    result = analyse_nsp(loaded, sentence_a, sentence_b, follows)
+except NothingToScore as problem:
+    st.warning(str(problem))
+    st.stop()
+
+st.subheader("1. One input, two segments")
+st.dataframe(pd.DataFrame([result.tokens, result.segment_ids], index=["token", "segment id"]))
+st.caption("Segment ids (token_type_ids) tell the model which sentence each token belongs to: "
+           "0 for [CLS] A [SEP], 1 for B [SEP].")
+
+st.subheader("2. Two scores, their softmax, and the loss")
+st.dataframe(pd.DataFrame({
+    "class": ["0: B follows A", "1: B is from elsewhere"],
+    "logit": [fmt(v) for v in result.logits],
+    "softmax": [fmt(v) for v in result.probs],
+}), hide_index=True)
+st.markdown(f"The label is **{result.label}** (B {'follows' if result.label == 0 else 'does not follow'} A), so "
+            f"loss = -log p(class {result.label}) = -log {fmt(result.probs[result.label])} = "
+            f"**{fmt(result.loss_two_logits)}**")
+st.dataframe(pd.DataFrame({
+    "computed as": ["2-logit cross-entropy (lmviz nsp_loss)",
+                    "1-logit binary cross-entropy on logit[1] - logit[0] (lmviz nsp_loss)",
+                    "the model's own loss (BertForNextSentencePrediction)", "torch F.cross_entropy"],
+    "loss": [fmt(v, CHECK_DIGITS) for v in (result.loss_two_logits, result.loss_one_logit, result.loss_model,
+                                            result.loss_torch)],
+}), hide_index=True)
+st.markdown(
+    "**Why one logit gives the same loss as two:** softmax([a, b])[1] = e^b / (e^a + e^b) = 1 / (1 + e^-(b-a)) "
+    "= sigmoid(b - a). Only the difference of the two scores matters, so a single score s = b - a with a "
+    "sigmoid (binary cross-entropy) is the same classifier."
+)
+st.info("Label convention: this page follows Hugging Face's BertForPreTraining, where **0 means B follows A**. "
+        "The seed module lmviz grew from used the opposite, 1 = B follows A; lmviz converts with "
+        "`seed_to_hf_nsp_labels` (label → 1 - label). Mixing the two up trains the head backwards.")
+
+show_code(nsp_loss, seed_to_hf_nsp_labels)
