@@ -92,16 +92,17 @@ def make_batch(objective: str, stories: list[Story], tokenizer, seed: int) -> Ba
 
     clm: one story per row, "[CLS] story [SEP]" (so the first word and the end are predicted too).
     mlm: the same rows, masked by create_mlm_mask.
-    mlm+nsp: two rows per story, made by create_nsp_pairs: two adjacent sentences
-    (label 0, B follows A) and the first of them with a sentence of another story
-    of the batch (label 1); then masked.
+    mlm+nsp: two rows per story, made by create_nsp_pairs. As in BERT, segment A
+    is a span of text (the story's first sentences) and B one sentence: the one
+    that comes next (label 0, B follows A), or a sentence of another story of
+    the batch (label 1); then masked.
     """
     if objective == "mlm+nsp":
         rng = random.Random(seed)
         sentences, doc_ids = [], []
         for k, story in enumerate(stories):
             i = rng.randrange(len(story.sentences) - 1)
-            sentences += [story.sentences[i], story.sentences[i + 1]]
+            sentences += [" ".join(story.sentences[: i + 1]), story.sentences[i + 1]]
             doc_ids += [k, k]
         longest = (MAX_POSITIONS - 3) // 2  # [CLS] A [SEP] B [SEP] must fit the model
         encoded = [tokenizer(s, add_special_tokens=False)["input_ids"][:longest] for s in sentences]
