@@ -52,10 +52,9 @@ def _as_table(result) -> str:
                      f"{fmt_prob(row.prob):>10}  {fmt(row.nll):>9}  {row.rank:>6}")
     lines += [
         f"loss (mean -log p)        {fmt(result.loss)}",
-        f"  model's own out.loss    {fmt(result.loss_model, CHECK_DIGITS)}",
-        f"  softmax, gather, -log   {fmt(result.loss_softmax_gather, CHECK_DIGITS)}",
+        f"  log-softmax, gather     {fmt(result.loss, CHECK_DIGITS)}",
+        f"  model's own loss        {fmt(result.loss_model, CHECK_DIGITS)}",
         f"  nn.CrossEntropyLoss     {fmt(result.loss_cross_entropy, CHECK_DIGITS)}",
-        f"  lmviz clm_loss          {fmt(result.loss, CHECK_DIGITS)}",
         f"  largest difference      {result.max_difference:.1e}",
         f"perplexity exp(loss)      {fmt(result.perplexity, PERPLEXITY_DIGITS)}",
     ]

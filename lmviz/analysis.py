@@ -1,22 +1,24 @@
 """Text + causal LM -> one record per position: the numbers the page and the CLI show.
 
 The article checks a real model's loss three ways; ``analyse_clm`` does the
-same on every call: the model's own ``loss`` (labels = input_ids), the
-article's softmax -> gather -> -log -> mean, and ``torch.nn.CrossEntropyLoss``
-on the shifted logits. The per-token numbers themselves come from
-``lmviz.losses.clm_loss``, so the page explains the function that computed them.
+same on every call: log-softmax at the label -> negate -> mean (the per-token
+numbers of the table), the model's own loss function (what ``out.loss`` is
+with labels = input_ids), and ``torch.nn.CrossEntropyLoss`` on the shifted
+logits. It costs little beyond the forward pass: one sweep over the logits,
+in chunks, gives every -log p, rank and top-k (see benchmarks/perf.py).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import time
 import unicodedata
 from dataclasses import asdict, dataclass, field
 
 import torch
 
-from lmviz.losses import clm_loss, perplexity
+from lmviz.losses import perplexity
 
 MAX_TOKENS = 1024
 
@@ -45,11 +47,10 @@ class ClmAnalysis:
     tokens: list[str]  # every input token, readable (BOS included when added)
     input_ids: list[int]
     rows: list[TokenRow]  # one per scored position: len(tokens) - 1
-    loss: float  # lmviz's clm_loss: the mean of the rows' nll
-    loss_model: float  # 1. the model's own out.loss
-    loss_softmax_gather: float  # 2. softmax -> gather -> -log -> mean (the article's manual way)
+    loss: float  # 1. log-softmax at the label -> negate -> mean: the mean of the rows' nll
+    loss_model: float  # 2. the model's own loss function (what out.loss is with labels=input_ids)
     loss_cross_entropy: float  # 3. torch.nn.CrossEntropyLoss on shifted logits and labels
-    max_difference: float  # the largest gap between the four values above
+    max_difference: float  # the largest gap between the three
     perplexity: float
     bos_added: bool
     truncated_from: int | None  # the token count before truncation, if the text was cut
@@ -141,56 +142,103 @@ def encode(tokenizer, text: str, add_bos: bool, max_tokens: int = MAX_TOKENS) ->
     return ids, None
 
 
-def _forward(model, input_ids: torch.Tensor):
+CHUNK_ROWS = 128  # positions scored at a time: bounds the temporary (rows, V) tensors
+
+
+def score_positions(logits: torch.Tensor, targets: torch.Tensor, top_k: int) -> dict:
+    """Everything the table shows, for one sequence, in one sweep over the logits.
+
+    logits: (N, V), position t's scores for the token at t+1; targets: (N,).
+    -log p(target) comes from log_softmax (never softmax().log(), whose tiny
+    probabilities round to 0 in float32); the rank of the target is 1 + the
+    number of tokens with a higher score; the top-k come from the same
+    log-probabilities. Rows are processed CHUNK_ROWS at a time, so the
+    temporary (rows, V) tensors stay small whatever the length of the text.
+    """
+    parts = {"nll": [], "rank": [], "top_p": [], "top_id": []}
+    for start in range(0, logits.shape[0], CHUNK_ROWS):
+        log_p = torch.log_softmax(logits[start:start + CHUNK_ROWS].float(), dim=-1)  # (c, V)
+        target_log_p = log_p.gather(-1, targets[start:start + CHUNK_ROWS, None])  # (c, 1)
+        parts["nll"].append(-target_log_p.squeeze(-1))
+        parts["rank"].append((log_p > target_log_p).sum(-1) + 1)
+        top_log_p, top_ids = log_p.topk(top_k, dim=-1)  # (c, k)
+        parts["top_p"].append(top_log_p.exp())
+        parts["top_id"].append(top_ids)
+    return {k: torch.cat(v).cpu() for k, v in parts.items()}
+
+
+def _rows_of(tokenizer, ids: list[int], scores: dict) -> list[TokenRow]:
+    tokens = [readable_token(tokenizer, i) for i in ids]
+    nll, rank = scores["nll"].tolist(), scores["rank"].tolist()
+    top_p, top_id = scores["top_p"].tolist(), scores["top_id"].tolist()
+    return [
+        TokenRow(position=t, input_token=tokens[t], input_id=ids[t], target_token=tokens[t + 1],
+                 target_id=ids[t + 1], prob=math.exp(-nll[t]), nll=nll[t], rank=rank[t],
+                 top_k=[(readable_token(tokenizer, i), p) for i, p in zip(top_id[t], top_p[t])])
+        for t in range(len(ids) - 1)
+    ]
+
+
+@dataclass
+class Request:
+    """One text to score, already tokenized (so that bad input fails before batching)."""
+    text: str
+    ids: list[int]
+    truncated_from: int | None
+    add_bos: bool
+    top_k: int = 5
+
+
+def prepare(loaded, text: str, add_bos: bool = False, top_k: int = 5, max_tokens: int = MAX_TOKENS) -> Request:
+    """Tokenize ``text`` for ``loaded``, cut to ``max_tokens`` or the model's own limit,
+    whichever is smaller. Raises NothingToScore."""
+    ids, truncated_from = encode(loaded.tokenizer, text, add_bos, min(max_tokens, model_max_tokens(loaded.model)))
+    return Request(text, ids, truncated_from, add_bos, top_k)
+
+
+def analyse_batch(loaded, requests: list[Request]) -> list[ClmAnalysis]:
+    """Score several texts with one forward pass.
+
+    The sequences are right-padded into one batch with an attention mask: a
+    causal model's real tokens never attend to the pads that follow them, and
+    right padding leaves their positions unchanged, so each result equals the
+    one-at-a-time result (within float rounding).
+    """
+    model, tokenizer, device = loaded.model, loaded.tokenizer, loaded.device
+    lengths = [len(r.ids) for r in requests]
+    width = max(lengths)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    input_ids = torch.tensor([r.ids + [pad] * (width - len(r.ids)) for r in requests], device=device)  # (B, T)
+    attention_mask = (torch.arange(width, device=device)[None, :] < torch.tensor(lengths, device=device)[:, None])
     with torch.inference_mode():
         start = time.perf_counter()
-        out = model(input_ids=input_ids, labels=input_ids)
-        if input_ids.device.type == "cuda":
+        logits = model(input_ids=input_ids, attention_mask=attention_mask.long()).logits  # (B, T, V)
+        if device.startswith("cuda"):
             torch.cuda.synchronize()
-        return out, time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        return [_analysis_of_row(loaded, request, logits[b, :length], input_ids[b, :length], seconds)
+                for b, (request, length) in enumerate(zip(requests, lengths))]
 
 
-def _three_way_check(logits: torch.Tensor, input_ids: torch.Tensor) -> tuple[float, float]:
-    """The article's two manual computations on (1, T, V) logits."""
-    shift_logits = logits[0, :-1].float()  # (T-1, V)
-    shift_labels = input_ids[0, 1:]  # (T-1,)
-    p = torch.nn.Softmax(dim=-1)(shift_logits)[torch.arange(len(shift_labels)), shift_labels]
-    softmax_gather = (-p.log()).mean().item()
-    cross_entropy = torch.nn.CrossEntropyLoss()(shift_logits, shift_labels).item()
-    return softmax_gather, cross_entropy
+def _analysis_of_row(loaded, request: Request, logits: torch.Tensor, ids: torch.Tensor, seconds: float) -> ClmAnalysis:
+    model = loaded.model
+    targets = ids[1:]
+    scores = score_positions(logits[:-1], targets, min(request.top_k, logits.shape[-1]))
+    # The article's three ways to the mean:
+    by_hand = scores["nll"].mean().item()  # log-softmax at the label -> negate -> mean (the table's numbers)
+    model_own = model.loss_function(logits=logits[None], labels=ids[None], vocab_size=logits.shape[-1]).item()
+    cross_entropy = torch.nn.CrossEntropyLoss()(logits[:-1].float(), targets).item()
+    values = [by_hand, model_own, cross_entropy]
+    return ClmAnalysis(
+        model=loaded.name, text=request.text, tokens=[readable_token(loaded.tokenizer, i) for i in request.ids],
+        input_ids=request.ids, rows=_rows_of(loaded.tokenizer, request.ids, scores), loss=by_hand,
+        loss_model=model_own, loss_cross_entropy=cross_entropy, max_difference=max(values) - min(values),
+        perplexity=perplexity(by_hand), bos_added=request.add_bos, truncated_from=request.truncated_from,
+        device=loaded.device, forward_seconds=seconds,
+    )
 
 
 def analyse_clm(loaded, text: str, add_bos: bool = False, top_k: int = 5, max_tokens: int = MAX_TOKENS) -> ClmAnalysis:
     """Score ``text`` with ``loaded`` (a lmviz.models.LoadedModel), cut to
     ``max_tokens`` or the model's own limit, whichever is smaller."""
-    model, tokenizer = loaded.model, loaded.tokenizer
-    ids, truncated_from = encode(tokenizer, text, add_bos, min(max_tokens, model_max_tokens(model)))
-    input_ids = torch.tensor([ids], device=loaded.device)  # (1, T)
-    out, seconds = _forward(model, input_ids)
-    logits = out.logits  # (1, T, V)
-    loss, info = clm_loss(logits, input_ids)
-    softmax_gather, cross_entropy = _three_way_check(logits, input_ids)
-
-    scored = logits[0, :-1].float()  # (T-1, V): position t predicts token t+1
-    targets = input_ids[0, 1:]
-    target_logits = scored.gather(-1, targets.unsqueeze(-1))  # (T-1, 1)
-    ranks = ((scored > target_logits).sum(-1) + 1).tolist()  # 1 + how many tokens beat the target
-    top_probs, top_ids = torch.softmax(scored, dim=-1).topk(min(top_k, scored.shape[-1]), dim=-1)  # (T-1, k)
-
-    tokens = [readable_token(tokenizer, i) for i in ids]
-    probs, nlls = info["target_probs"][0].tolist(), info["nll"][0].tolist()
-    rows = [
-        TokenRow(
-            position=t, input_token=tokens[t], input_id=ids[t], target_token=tokens[t + 1], target_id=ids[t + 1],
-            prob=probs[t], nll=nlls[t], rank=ranks[t],
-            top_k=[(readable_token(tokenizer, i), p) for i, p in zip(top_ids[t].tolist(), top_probs[t].tolist())],
-        )
-        for t in range(len(ids) - 1)
-    ]
-    values = [loss.item(), out.loss.item(), softmax_gather, cross_entropy]
-    return ClmAnalysis(
-        model=loaded.name, text=text, tokens=tokens, input_ids=ids, rows=rows,
-        loss=values[0], loss_model=values[1], loss_softmax_gather=values[2], loss_cross_entropy=values[3],
-        max_difference=max(values) - min(values), perplexity=perplexity(values[0]), bos_added=add_bos,
-        truncated_from=truncated_from, device=loaded.device, forward_seconds=seconds,
-    )
+    return analyse_batch(loaded, [prepare(loaded, text, add_bos, top_k, max_tokens)])[0]

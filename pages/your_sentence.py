@@ -1,13 +1,14 @@
 import math
+from functools import partial
 
 import pandas as pd
 import streamlit as st
 
 from lmviz import plots
-from lmviz.analysis import NothingToScore, analyse_clm
-from lmviz.losses import clm_loss
+from lmviz.analysis import NothingToScore, analyse_batch, analyse_clm, score_positions
 from lmviz.models import DEFAULT_MODEL, DTYPES, ModelLoadError, available_devices, load_causal_lm, prepare_bundled
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
+from lmviz.serving import Batcher
 from lmviz.ui import escape_markdown, show_code
 
 MAX_CHARS = 2000
@@ -23,13 +24,20 @@ def get_model(name: str, device: str, dtype: str, token: str | None):
     return load_causal_lm(name, device=device, dtype=dtype, token=token)
 
 
+@st.cache_resource(show_spinner=False, max_entries=3)
+def get_batcher(name: str, device: str, dtype: str, token: str | None) -> Batcher:
+    """Gathers the requests of all sessions that arrive together into one forward pass."""
+    return Batcher(get_model(name, device, dtype, token))
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
-def get_analysis(_loaded, model_key: tuple, text: str, add_bos: bool, top_k: int):
-    return analyse_clm(_loaded, text, add_bos=add_bos, top_k=top_k)
+def get_analysis(_analyse, model_key: tuple, text: str, add_bos: bool, top_k: int):
+    """Per text, per model: a sentence typed twice (or by two students) is scored once."""
+    return _analyse(text, add_bos=add_bos, top_k=top_k)
 
 
-def load_with_progress(name: str, device: str, dtype: str, token: str | None):
-    """The model, or None after one sentence saying why it could not be loaded."""
+def load_with_progress(name: str, device: str, dtype: str, token: str | None) -> Batcher | None:
+    """The model's batcher, or None after one sentence saying why the model could not be loaded."""
     shown = escape_markdown(name)
     try:
         if name == DEFAULT_MODEL:
@@ -37,7 +45,7 @@ def load_with_progress(name: str, device: str, dtype: str, token: str | None):
             prepare_bundled(lambda fraction, message: bar.progress(fraction, text=message))
             bar.empty()
         with st.spinner(f"Loading {shown}…"):
-            return get_model(name, device, dtype, token)
+            return get_batcher(name, device, dtype, token)
     except ModelLoadError as problem:
         st.error(escape_markdown(str(problem)))
     except Exception as error:  # anything else a model folder or download can throw: one sentence, not a traceback
@@ -90,17 +98,19 @@ st.query_params.update({"text": text, "model": model_name, "bos": "1" if add_bos
 
 trained = st.session_state.get("trained_clm")
 if trained is not None and st.toggle("Use the model you trained on the Train page", key="use_trained"):
-    loaded = trained
+    loaded, analyse = trained, partial(analyse_clm, trained)  # this session's own model: no sharing
 else:
-    loaded = load_with_progress(model_name, device, dtype, token)
-    if loaded is None and model_name != DEFAULT_MODEL:
+    batcher = load_with_progress(model_name, device, dtype, token)
+    if batcher is None and model_name != DEFAULT_MODEL:
         st.info(f"Using the bundled model, {DEFAULT_MODEL}, instead.")
-        loaded = load_with_progress(DEFAULT_MODEL, device, dtype, None)
-    if loaded is None:
+        batcher = load_with_progress(DEFAULT_MODEL, device, dtype, None)
+    if batcher is None:
         st.stop()
+    loaded, analyse = batcher.loaded, batcher.analyse
 
 try:
-    result = get_analysis(loaded, (loaded.name, id(loaded.model), loaded.device, loaded.dtype), text, add_bos, 5)
+    model_key = (loaded.name, id(loaded.model), loaded.device, loaded.dtype)
+    result = get_analysis(analyse, model_key, text, add_bos, 5)
 except NothingToScore as problem:
     st.warning(str(problem))
     st.stop()
@@ -154,16 +164,17 @@ left.metric("Loss: mean(-log p)", fmt(result.loss))
 middle.metric("Perplexity: exp(loss)", fmt(result.perplexity, PERPLEXITY_DIGITS))
 right.metric("Predictions scored", len(result.rows))
 st.dataframe(pd.DataFrame({
-    "computed by": ["lmviz clm_loss (the table above)", "the model's own out.loss (labels = input_ids)",
-                    "softmax → gather → -log → mean", "torch.nn.CrossEntropyLoss on shifted logits"],
-    "loss": [fmt(v, CHECK_DIGITS)
-             for v in (result.loss, result.loss_model, result.loss_softmax_gather, result.loss_cross_entropy)],
+    "computed by": ["log-softmax → gather at the label → -log p → mean (the table above)",
+                    "the model's own loss function (out.loss with labels = input_ids)",
+                    "torch.nn.CrossEntropyLoss on shifted logits"],
+    "loss": [fmt(v, CHECK_DIGITS) for v in (result.loss, result.loss_model, result.loss_cross_entropy)],
 }), hide_index=True)
 if math.isfinite(result.max_difference):
     st.caption(f"Largest difference between them: {result.max_difference:.1e} (float32 rounding). "
-               "Hugging Face shifts the labels inside the model, exactly as the table above shows.")
+               "Hugging Face shifts the labels inside the model, exactly as the table above shows. "
+               "The article takes softmax, then log; lmviz takes log_softmax directly, because a tiny "
+               "probability rounds to 0 in float32 and log 0 = −∞.")
 else:
-    st.caption("softmax → gather → -log gave ∞: a probability so small that float32 rounds it to 0, "
-               "and log 0 = -∞. This is why losses are computed with log_softmax, which never forms p.")
+    st.caption("One label has probability exactly 0 under this model (a logit of −∞), so the loss is infinite.")
 
-show_code(analyse_clm, clm_loss)
+show_code(analyse_clm, analyse_batch, score_positions)

@@ -30,7 +30,7 @@ def test_table_prints_every_position_and_the_three_way_check(bundled, capsys):
     out = capsys.readouterr().out
     expected = analyse_clm(bundled, TEXT, add_bos=True)
     assert f"loss (mean -log p)        {expected.loss:.5f}" in out
-    assert "model's own out.loss" in out and "nn.CrossEntropyLoss" in out
+    assert "model's own loss" in out and "nn.CrossEntropyLoss" in out
     assert sum(1 for line in out.splitlines() if line.strip()[:1].isdigit()) == len(expected.rows)
 
 

@@ -1,0 +1,65 @@
+"""Serving a whole class at once: requests that arrive together share one forward pass.
+
+Thirty students pressing Enter within a second each start a Streamlit script
+run, in its own thread. Run one by one, each waits for all the others; run at
+the same time, they fight over the same CPU cores. A ``Batcher`` instead
+collects the requests that arrive within a few milliseconds and scores them
+as one padded batch (lmviz.analysis.analyse_batch), then hands each thread its
+own result.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from concurrent.futures import Future
+
+from lmviz.analysis import ClmAnalysis, analyse_batch, prepare
+
+WINDOW_SECONDS = 0.01  # how long the first request of a batch waits for company
+MAX_BATCH = 32
+MAX_BATCH_TOKENS = 8192  # a few long texts are better scored apart: padding costs memory
+
+
+class Batcher:
+    """One per model and process; ``analyse`` may be called from any thread."""
+
+    def __init__(self, loaded, window: float = WINDOW_SECONDS, max_batch: int = MAX_BATCH):
+        self.loaded, self.window, self.max_batch = loaded, window, max_batch
+        self._requests: queue.Queue = queue.Queue()
+        self.batch_sizes: list[int] = []  # what was served together, for the benchmark
+        threading.Thread(target=self._serve, daemon=True, name="lmviz-batcher").start()
+
+    def analyse(self, text: str, add_bos: bool = False, top_k: int = 5) -> ClmAnalysis:
+        """Like lmviz.analysis.analyse_clm; bad input raises here, in the caller's thread."""
+        request = prepare(self.loaded, text, add_bos, top_k)
+        done: Future = Future()
+        self._requests.put((request, done))
+        return done.result()
+
+    def _gather(self) -> list:
+        batch = [self._requests.get()]
+        deadline = time.monotonic() + self.window
+        tokens = len(batch[0][0].ids)
+        while len(batch) < self.max_batch and tokens < MAX_BATCH_TOKENS:
+            try:
+                item = self._requests.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            batch.append(item)
+            tokens += len(item[0].ids)
+        return batch
+
+    def _serve(self) -> None:
+        while True:
+            batch = self._gather()
+            self.batch_sizes.append(len(batch))
+            try:
+                results = analyse_batch(self.loaded, [request for request, _ in batch])
+            except Exception as error:  # every waiting caller gets the error, none waits forever
+                for _, done in batch:
+                    done.set_exception(error)
+                continue
+            for (_, done), result in zip(batch, results):
+                done.set_result(result)
