@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     clm.add_argument("--model", default=DEFAULT_MODEL, help=f"hub id or local folder (default: the bundled {DEFAULT_MODEL})")
     clm.add_argument("--bos", action="store_true", help="prepend the start-of-text token so the first word is scored")
     clm.add_argument("--top-k", type=_positive_int, default=5, help="how many guesses to keep per position")
-    clm.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    clm.add_argument("--dtype", default=None, choices=list(DTYPES), help="default float32 ($LMVIZ_LOW_MEMORY: bfloat16)")
     mlm = commands.add_parser("mlm", help="BERT-style masking of a text and the masked-LM loss")
     mlm.add_argument("text")
     mlm.add_argument("--seed", type=int, default=0)

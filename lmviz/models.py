@@ -247,12 +247,28 @@ def _prepare(model, name: str, device: str, dtype: str):
     return model
 
 
+def allowed_models() -> list[str] | None:
+    """The models a public deployment allows, from $LMVIZ_ALLOWED_MODELS (comma-separated);
+    None when it is not set (a classroom or a laptop: any model)."""
+    value = os.environ.get("LMVIZ_ALLOWED_MODELS", "").strip()
+    return [m.strip() for m in value.split(",") if m.strip()] if value else None
+
+
+def default_dtype() -> str:
+    """float32, or bfloat16 (half the memory) when $LMVIZ_LOW_MEMORY is set, e.g. on a small hosting tier."""
+    return "bfloat16" if os.environ.get("LMVIZ_LOW_MEMORY", "").lower() in ("1", "true", "yes", "on") else "float32"
+
+
 def _check_name_and_dtype(name: str, dtype: str) -> str:
     if dtype not in DTYPES:
         raise ModelLoadError(f"Unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
     name = (name or "").strip()
     if not name:
         raise ModelLoadError("No model name given.")
+    allowed = allowed_models()
+    if allowed is not None and name not in allowed:
+        # checked here, where every page, link and the CLI end up, so that no URL can get around it
+        raise ModelLoadError(f"This deployment only offers these models: {', '.join(allowed)}.")
     return name
 
 
@@ -268,7 +284,7 @@ def _load_shipped(name: str, kind: str):
 def load_causal_lm(
     name: str = DEFAULT_MODEL,
     device: str | None = None,
-    dtype: str = "float32",
+    dtype: str | None = None,
     token: str | None = None,
     progress: Progress | None = None,
 ) -> LoadedModel:
@@ -277,8 +293,10 @@ def load_causal_lm(
     name: ``DEFAULT_MODEL`` (bundled, else the same model from the hub),
         ``TINY_GPT`` (lmviz's own, in assets/), a local folder, or a hub id
         (``gpt2``, ``HuggingFaceTB/SmolLM2-135M``, ...).
+    dtype: None means default_dtype().
     Raises ModelLoadError with a sentence a learner can act on.
     """
+    dtype = dtype or default_dtype()
     name = _check_name_and_dtype(name, dtype)
     device = pick_device(device)
     start = time.perf_counter()
@@ -295,7 +313,9 @@ def load_causal_lm(
 def bert_candidates() -> list[str]:
     """The BERT models to offer, best first: bert-base-uncased where it is cached or
     the hub answers, and always lmviz's own tiny BERT, which needs no internet."""
-    return [BERT_HUB_ID, TINY_BERT] if _hub_cached(BERT_HUB_ID) or hub_reachable() else [TINY_BERT]
+    choices = [BERT_HUB_ID, TINY_BERT] if _hub_cached(BERT_HUB_ID) or hub_reachable() else [TINY_BERT]
+    allowed = allowed_models()
+    return [c for c in choices if allowed is None or c in allowed] or [TINY_BERT]
 
 
 def _hub_cached(repo_id: str) -> bool:
@@ -304,13 +324,14 @@ def _hub_cached(repo_id: str) -> bool:
     return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
 
 
-def load_bert(name: str = TINY_BERT, device: str | None = None, dtype: str = "float32",
+def load_bert(name: str = TINY_BERT, device: str | None = None, dtype: str | None = None,
               token: str | None = None) -> LoadedModel:
     """A BertForPreTraining (both heads) with its tokenizer, in eval mode.
 
     name: ``TINY_BERT`` (lmviz's own, shipped in assets/), a hub id such as
     ``bert-base-uncased``, or a local folder. Raises ModelLoadError.
     """
+    dtype = dtype or default_dtype()
     name = _check_name_and_dtype(name, dtype)
     device = pick_device(device)
     start = time.perf_counter()

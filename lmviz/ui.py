@@ -41,13 +41,14 @@ def _load_bert_once(name: str, device: str):
 def choose_bert():
     """A BERT model picker shared by the BERT pages: bert-base-uncased where it can
     be had, else lmviz's own tiny BERT; one copy per process. Returns a LoadedModel."""
-    from lmviz.models import TINY_BERT, ModelLoadError
+    from lmviz.models import TINY_BERT, ModelLoadError, allowed_models
 
     choices = _bert_choices()
     with st.expander("Model", expanded=False):
         name = st.selectbox("BERT model", choices, key="bert_choice",
                             help="bert-base-uncased is offered when it is cached here or the hub can be reached.")
-        custom = st.text_input("…or a hub id / local folder of a BertForPreTraining model", key="bert_custom").strip()
+        custom = "" if allowed_models() else st.text_input(
+            "…or a hub id / local folder of a BertForPreTraining model", key="bert_custom").strip()
     name = custom or name
     try:
         with st.spinner(f"Loading {escape_markdown(name)}…"):

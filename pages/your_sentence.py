@@ -6,7 +6,8 @@ import streamlit as st
 
 from lmviz import plots
 from lmviz.analysis import NothingToScore, analyse_batch, analyse_clm, score_positions
-from lmviz.models import DEFAULT_MODEL, DTYPES, ModelLoadError, available_devices, load_causal_lm, prepare_bundled
+from lmviz.models import (DEFAULT_MODEL, DTYPES, ModelLoadError, allowed_models, available_devices, default_dtype,
+                          load_causal_lm, prepare_bundled)
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
 from lmviz.serving import Batcher
 from lmviz.ui import escape_markdown, show_code
@@ -75,14 +76,22 @@ st.markdown(
 
 params = st.query_params
 with st.expander("Model", expanded=False):
-    model_name = st.text_input(
-        "Model: the bundled default, a Hugging Face hub id (e.g. gpt2) or a local folder",
-        value=params.get("model", DEFAULT_MODEL), key="model_name",
-    ).strip() or DEFAULT_MODEL
+    allowed, asked = allowed_models(), params.get("model", DEFAULT_MODEL)
+    if allowed:  # a public deployment: a fixed list, whatever the link asks for
+        model_name = st.selectbox("Model", allowed, index=allowed.index(asked) if asked in allowed else 0,
+                                  key="model_name")
+        if asked not in allowed:
+            st.info(escape_markdown(f"The link asked for {asked!r}, which this deployment does not offer."))
+    else:
+        model_name = st.text_input(
+            "Model: the bundled default, lmviz-tiny-gpt, a Hugging Face hub id (e.g. gpt2) or a local folder",
+            value=asked, key="model_name",
+        ).strip() or DEFAULT_MODEL
     left, right = st.columns(2)
     devices = ["auto", *available_devices()]
     device = left.selectbox("Device", devices, help="auto: the GPU when there is one, else the CPU")
-    dtype = right.selectbox("Weights dtype", list(DTYPES), help="bfloat16 halves the memory; the loss is always computed in float32")
+    dtype = right.selectbox("Weights dtype", list(DTYPES), index=list(DTYPES).index(default_dtype()),
+                            help="bfloat16 halves the memory; the loss is always computed in float32")
     token = st.text_input("Hugging Face access token (only for gated models such as Llama 2)", type="password") or None
 
 url_text = params.get("text", DEFAULT_TEXT)
@@ -101,7 +110,7 @@ if trained is not None and st.toggle("Use the model you trained on the Train pag
     loaded, analyse = trained, partial(analyse_clm, trained)  # this session's own model: no sharing
 else:
     batcher = load_with_progress(model_name, device, dtype, token)
-    if batcher is None and model_name != DEFAULT_MODEL:
+    if batcher is None and model_name != DEFAULT_MODEL and (allowed is None or DEFAULT_MODEL in allowed):
         st.info(f"Using the bundled model, {DEFAULT_MODEL}, instead.")
         batcher = load_with_progress(DEFAULT_MODEL, device, dtype, None)
     if batcher is None:

@@ -84,3 +84,24 @@ def test_unwritable_cache_warns_and_never_dequantises_twice(tmp_path, monkeypatc
     assert "could not save" in first.source and "LMVIZ_CACHE" in first.source
     assert first.model is not second.model  # each caller owns its copy
     assert analyse_clm(first, "I love dogs not cats").loss == pytest.approx(analyse_clm(second, "I love dogs not cats").loss)
+
+
+def test_a_public_deployment_refuses_models_outside_its_list(monkeypatch):
+    from lmviz.models import TINY_BERT, bert_candidates, load_bert
+
+    monkeypatch.setenv("LMVIZ_ALLOWED_MODELS", f"{DEFAULT_MODEL}, {TINY_BERT}")
+    with pytest.raises(ModelLoadError, match="only offers these models: SmolLM2-135M-Instruct, lmviz-tiny-bert"):
+        load_causal_lm("gpt2")
+    with pytest.raises(ModelLoadError, match="only offers"):
+        load_causal_lm("/etc")  # a local folder is refused too
+    assert bert_candidates() == [TINY_BERT]
+    assert load_bert(TINY_BERT).name == TINY_BERT
+
+
+def test_low_memory_setting_loads_bfloat16_weights(monkeypatch):
+    monkeypatch.setenv("LMVIZ_LOW_MEMORY", "1")
+    loaded = load_causal_lm()
+    assert loaded.dtype == "bfloat16" and next(loaded.model.parameters()).dtype == torch.bfloat16
+    result = analyse_clm(loaded, "The capital of France is Paris.")
+    assert result.loss == pytest.approx(2.567, abs=0.05)  # bf16 weights: close, not equal, to float32
+    assert result.max_difference < 1e-4

@@ -233,3 +233,15 @@ def test_bert_loss_page_total_equals_the_models_own():
     at.slider(key="bert_nsp_weight").set_value(0.0).run()
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Total"] == metrics["Masked-LM loss"]
+
+
+def test_a_link_cannot_load_a_model_outside_the_allowed_list(monkeypatch):
+    monkeypatch.setenv("LMVIZ_ALLOWED_MODELS", "SmolLM2-135M-Instruct")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["model"] = "/etc"
+    at.run()
+    at.switch_page("pages/your_sentence.py").run()
+    assert not at.exception
+    assert at.selectbox(key="model_name").value == "SmolLM2-135M-Instruct"
+    assert any("does not offer" in i.value for i in at.info)
+    assert at.metric

@@ -1,0 +1,237 @@
+"""lmviz's performance figures, on the bundled model, measured in one run.
+
+    python -m benchmarks.perf [--quick] [--json benchmarks/results/perf.json]
+
+1. analysis overhead: the full per-token analysis against a bare forward pass of the same tokens
+2. memory: peak resident memory of a long analysis, in logits-tensor units above the loaded model
+3. start: process start to the first analysis, with lmviz's weights cache warm and cold
+4. a class at once: 30 different sentences arriving together, served one by one vs by the Batcher
+5. GPU (when CUDA is present): the same analysis on the GPU, float32 and bfloat16, against the CPU
+
+Timings are medians of interleaved runs (bare, analysis, bare, ...), so that both
+see the same machine. --quick (for CI) uses short inputs and one repetition: it
+proves the script works; its figures mean little.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from lmviz.analysis import Request, analyse_batch, analyse_clm
+from lmviz.models import load_causal_lm
+from lmviz.serving import Batcher
+
+PARAGRAPH = ("The teacher opens the app in class and projects it on the wall. Students type their own sentences "
+             "and watch each token's loss appear, one number at a time, from a real language model. ")
+CLASS_SENTENCES = [f"Student {i} thinks that the {w} is the most interesting part of training a model."
+                   for i, w in enumerate(("loss", "label shift", "softmax", "logarithm", "mean", "perplexity",
+                                          "tokenizer", "vocabulary", "gradient", "batch") * 3)]
+
+
+def ids_of_length(loaded, length: int) -> list[int]:
+    ids = loaded.tokenizer(PARAGRAPH * (length // 20 + 2), add_special_tokens=False)["input_ids"]
+    return ids[:length]
+
+
+def overhead(loaded, lengths: list[int], repeats: int) -> list[dict]:
+    rows = []
+    for length in lengths:
+        ids = ids_of_length(loaded, length)
+        request = Request(text="", ids=ids, truncated_from=None, add_bos=False)
+        input_ids = torch.tensor([ids], device=loaded.device)
+
+        def bare():
+            with torch.inference_mode():
+                loaded.model(input_ids=input_ids)
+
+        def full():
+            analyse_batch(loaded, [request])
+
+        bare(), full()  # warm-up
+        times = {"bare": [], "full": []}
+        for _ in range(repeats):
+            for name, run in (("bare", bare), ("full", full)):
+                start = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - start)
+        b, f = statistics.median(times["bare"]), statistics.median(times["full"])
+        rows.append({"tokens": length, "forward_ms": b * 1000, "analysis_ms": f * 1000, "ratio": f / b})
+    return rows
+
+
+def _child(code: str, env: dict | None = None) -> dict:
+    """Run a measurement in a fresh Python process; it prints one JSON line."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+MEMORY_PROBE = """
+import json, resource, torch
+from benchmarks.perf import ids_of_length
+from lmviz.analysis import Request, analyse_batch
+from lmviz.models import load_causal_lm
+def peak_mb(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+loaded = load_causal_lm()
+analyse_batch(loaded, [Request("", ids_of_length(loaded, 8), None, False)])  # warm the runtime on a tiny input
+base = peak_mb()
+ids = ids_of_length(loaded, {length})
+with torch.inference_mode():
+    loaded.model(input_ids=torch.tensor([ids]))
+after_forward = peak_mb()
+analyse_batch(loaded, [Request("", ids, None, False)])
+weights = sum(p.numel() * p.element_size() for p in loaded.model.parameters()) / 2**20
+logits = {length} * loaded.model.config.vocab_size * 4 / 2**20
+print(json.dumps(dict(tokens={length}, base_mb=base, forward_peak_mb=after_forward, analysis_peak_mb=peak_mb(),
+                      weights_mb=weights, logits_mb=logits)))
+"""
+
+START_PROBE = """
+import json, time
+t0 = {t0}
+from lmviz.analysis import analyse_clm
+from lmviz.models import load_causal_lm
+analyse_clm(load_causal_lm(), "The capital of France is Paris.")
+print(json.dumps(dict(seconds=time.time() - t0)))
+"""
+
+
+def memory(length: int) -> dict:
+    row = _child(MEMORY_PROBE.format(length=length))
+    row["analysis_extra_in_logits"] = (row["analysis_peak_mb"] - row["base_mb"]) / row["logits_mb"]
+    row["forward_extra_in_logits"] = (row["forward_peak_mb"] - row["base_mb"]) / row["logits_mb"]
+    return row
+
+
+def start_times() -> dict:
+    warm = [_child(START_PROBE.format(t0=time.time()))["seconds"] for _ in range(2)]  # first run fills the cache
+    with tempfile.TemporaryDirectory() as empty:
+        cold = _child(START_PROBE.format(t0=time.time()), env={"LMVIZ_CACHE": empty})["seconds"]
+    return {"warm_s": min(warm), "cold_s": cold}
+
+
+def serve_class(loaded, sentences: list[str]) -> dict:
+    """30 sentences arriving together: one after another, then through the Batcher from 30 threads."""
+    analyse_clm(loaded, sentences[0])  # warm-up
+    serial, start = [], time.perf_counter()
+    for text in sentences:
+        analyse_clm(loaded, text)
+        serial.append(time.perf_counter() - start)  # a request waits for all those before it
+    serial_total = time.perf_counter() - start
+
+    batcher = Batcher(loaded)
+    latencies, results = [0.0] * len(sentences), [None] * len(sentences)
+    gate = threading.Barrier(len(sentences))
+
+    def student(i):
+        gate.wait()
+        t = time.perf_counter()
+        results[i] = batcher.analyse(sentences[i])
+        latencies[i] = time.perf_counter() - t
+
+    threads = [threading.Thread(target=student, args=(i,)) for i in range(len(sentences))]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    batched_total = time.perf_counter() - start
+    worst = max(max(abs(a.nll - b.nll) for a, b in zip(r.rows, analyse_clm(loaded, s).rows))
+                for r, s in zip(results, sentences))
+
+    def pct(values, q):
+        return statistics.quantiles(values, n=100)[q - 1] * 1000
+
+    return {"requests": len(sentences), "serial_p50_ms": pct(serial, 50), "serial_p95_ms": pct(serial, 95),
+            "serial_per_s": len(sentences) / serial_total, "batched_p50_ms": pct(latencies, 50),
+            "batched_p95_ms": pct(latencies, 95), "batched_per_s": len(sentences) / batched_total,
+            "speedup": serial_total / batched_total, "batch_sizes": batcher.batch_sizes,
+            "max_nll_difference": worst}
+
+
+def gpu_table(lengths: list[int], repeats: int) -> list[dict]:
+    cpu = load_causal_lm(device="cpu")
+    rows = []
+    for dtype in ("float32", "bfloat16"):
+        gpu = load_causal_lm(device="cuda", dtype=dtype)
+        for row in overhead(gpu, lengths, repeats):
+            ids = ids_of_length(gpu, row["tokens"])
+            on_gpu = analyse_batch(gpu, [Request("", ids, None, False)])[0]
+            on_cpu = analyse_batch(cpu, [Request("", ids, None, False)])[0]
+            row.update(dtype=dtype, max_nll_difference_vs_cpu=max(abs(a.nll - b.nll)
+                                                                   for a, b in zip(on_gpu.rows, on_cpu.rows)))
+            rows.append(row)
+        del gpu
+        torch.cuda.empty_cache()
+    return rows
+
+
+def print_report(report: dict) -> None:
+    print("1. Analysis overhead (bundled model, CPU)")
+    print(f"{'tokens':>7} {'forward ms':>11} {'analysis ms':>12} {'ratio':>7}")
+    for r in report["overhead"]:
+        print(f"{r['tokens']:>7} {r['forward_ms']:>11.1f} {r['analysis_ms']:>12.1f} {r['ratio']:>7.3f}")
+    m = report["memory"]
+    print(f"\n2. Peak memory, {m['tokens']}-token analysis")
+    print(f"   model loaded and warm: {m['base_mb']:.0f} MB (fp32 weights {m['weights_mb']:.0f} MB); "
+          f"one logits tensor: {m['logits_mb']:.0f} MB")
+    print(f"   bare forward peak: {m['forward_peak_mb']:.0f} MB (+{m['forward_extra_in_logits']:.2f} logits); "
+          f"analysis peak: {m['analysis_peak_mb']:.0f} MB (+{m['analysis_extra_in_logits']:.2f} logits)")
+    if "start" in report:
+        s = report["start"]
+        print(f"\n3. Start to first analysis: warm cache {s['warm_s']:.1f} s, cold cache {s['cold_s']:.1f} s")
+    c = report["class"]
+    print(f"\n4. A class at once: {c['requests']} sentences")
+    print(f"{'':>10} {'p50 ms':>8} {'p95 ms':>8} {'per s':>7}")
+    print(f"{'serial':>10} {c['serial_p50_ms']:>8.0f} {c['serial_p95_ms']:>8.0f} {c['serial_per_s']:>7.1f}")
+    print(f"{'batched':>10} {c['batched_p50_ms']:>8.0f} {c['batched_p95_ms']:>8.0f} {c['batched_per_s']:>7.1f}")
+    print(f"   throughput {c['speedup']:.2f}x; batch sizes {c['batch_sizes']}; largest per-token difference "
+          f"from one-at-a-time {c['max_nll_difference']:.1e}")
+    if report.get("gpu"):
+        print(f"\n5. GPU ({report['gpu_name']})")
+        print(f"{'dtype':>9} {'tokens':>7} {'forward ms':>11} {'analysis ms':>12} {'ratio':>7} {'max |Δnll| vs CPU':>18}")
+        for r in report["gpu"]:
+            print(f"{r['dtype']:>9} {r['tokens']:>7} {r['forward_ms']:>11.2f} {r['analysis_ms']:>12.2f} "
+                  f"{r['ratio']:>7.3f} {r['max_nll_difference_vs_cpu']:>18.1e}")
+    else:
+        print("\n5. GPU: no CUDA device on this machine")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repetition (for CI)")
+    parser.add_argument("--json", type=Path, default=Path("benchmarks/results/perf.json"))
+    args = parser.parse_args()
+    lengths, repeats = ([16, 64], 1) if args.quick else ([16, 256, 1024], 7)
+    loaded = load_causal_lm(device="cpu")
+    report = {"machine": f"{os.cpu_count()} CPU cores, torch {torch.__version__}, "
+                         f"{torch.get_num_threads()} threads",
+              "overhead": overhead(loaded, lengths, repeats),
+              "memory": memory(lengths[-1]),
+              "class": serve_class(loaded, CLASS_SENTENCES[:8] if args.quick else CLASS_SENTENCES)}
+    if not args.quick:
+        report["start"] = start_times()
+    if torch.cuda.is_available():
+        report["gpu_name"] = torch.cuda.get_device_name()
+        report["gpu"] = gpu_table(lengths + ([] if args.quick else [2048]), repeats)
+    print_report(report)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\n(written to {args.json})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Every page in a real browser: it loads, the numbers and charts appear, user text stays text."""
+
+from urllib.parse import quote
+
+import pytest
+
+from tests.e2e.conftest import ARTIFACTS
+
+# page -> (its path, an element that is there only once the page has computed everything)
+PAGES = {"home": ("", "[data-testid='stPageLink']"), "toy": ("toy", ".js-plotly-plot g.trace"),
+         "sentence": ("sentence", ".js-plotly-plot g.trace"), "masked-lm": ("masked-lm", "[data-testid='stMetric']"),
+         "nsp": ("nsp", "[data-testid='stAlertContentInfo']"), "bert-loss": ("bert-loss", "[data-testid='stMetric']"),
+         "train": ("train", "[data-testid='stAlertContentInfo']")}
+HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "**bold**", "$x^2$"]
+
+
+def settle(tab, timeout=120_000):
+    """Wait until the script run has finished and no element is still a loading placeholder."""
+    tab.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout)
+    tab.wait_for_function(
+        "!document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+        "!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=timeout)
+    tab.wait_for_timeout(500)
+
+
+def open_page(tab, server, path, ready="[data-testid='stMain'] h1"):
+    tab.goto(f"{server}/{path}")
+    tab.wait_for_selector(ready, timeout=120_000)
+    settle(tab)
+
+
+def assert_no_error(tab):
+    assert tab.locator("[data-testid='stException']").count() == 0
+    assert tab.locator("[data-testid='stAlertContentError']").count() == 0
+    assert "Traceback" not in tab.inner_text("body")
+
+
+def plot_points(tab, chart_index=0, trace_index=-1) -> int:
+    """How many bars or markers one trace of a Plotly chart has drawn (waiting for the chart)."""
+    tab.wait_for_selector(".js-plotly-plot g.trace", timeout=60_000)
+    return tab.evaluate(
+        """([c, t]) => {
+            const traces = document.querySelectorAll('.js-plotly-plot')[c].querySelectorAll('g.trace');
+            return traces[t < 0 ? traces.length + t : t].querySelectorAll('.point').length;
+        }""", [chart_index, trace_index])
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_every_page_loads_and_is_saved_as_a_screenshot(page, server, name):
+    open_page(page, server, *PAGES[name])
+    assert_no_error(page)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_toy_page_shows_the_articles_loss_and_its_chart(page, server):
+    open_page(page, server, *PAGES["toy"])
+    assert "0.86302" in page.inner_text("[data-testid='stMain']")
+    assert plot_points(page, 0, 1) == 5  # one marker per position
+    assert page.locator(".js-plotly-plot").count() == 1
+
+
+def test_typing_a_sentence_updates_the_chart(page, server):
+    open_page(page, server, *PAGES["sentence"])
+    before = plot_points(page)
+    box = page.get_by_label("Your text")
+    box.fill("A much longer sentence than the first one, with many more tokens in it to score.")
+    box.press("Control+Enter")
+    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot g.trace .point').length > {before}",
+                           timeout=60_000)
+    settle(page)
+    assert_no_error(page)
+    assert "␣longer" in page.inner_text("[data-testid='stMain']")
+
+
+def test_a_shared_link_opens_with_its_sentence(page, server):
+    open_page(page, server, "sentence?text=" + quote("Paris is lovely in spring."), PAGES["sentence"][1])
+    assert page.get_by_label("Your text").input_value() == "Paris is lovely in spring."
+    assert "lovely" in page.inner_text("[data-testid='stMain']")
+    assert plot_points(page) > 3
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_hostile_text_is_shown_literally(page, server, text):
+    open_page(page, server, "sentence?text=" + quote(f"Look: {text} end"), PAGES["sentence"][1])
+    assert_no_error(page)
+    assert page.get_by_label("Your text").input_value() == f"Look: {text} end"
+    shown = page.inner_text("[data-testid='stMain']")
+    for piece in ("**", "$", "<", "alert"):
+        if piece in text:
+            assert piece in shown  # drawn as characters, not interpreted
+    assert page.locator("[data-testid='stMain'] img[src='x']").count() == 0
+    assert page.locator("[data-testid='stMain'] .katex").count() == 0
+    assert page.locator("[data-testid='stMain'] strong:text('bold')").count() == 0
+    # the page fixture fails the test if any dialog (alert) fired
+
+
+def test_training_draws_a_falling_loss_curve(page, server):
+    open_page(page, server, *PAGES["train"])
+    page.get_by_label("Steps").fill("20")
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.wait_for_selector("text=20 steps in", timeout=180_000)
+    settle(page)
+    assert_no_error(page)
+    assert plot_points(page, 0, 1) >= 3  # validation points along the way
