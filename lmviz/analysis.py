@@ -88,6 +88,7 @@ def _byte_level_alphabet() -> dict[str, int]:
     return {chr(b): b for b in printable} | {chr(256 + n): b for n, b in enumerate(shifted)}
 
 
+@functools.lru_cache(maxsize=200_000)  # a vocabulary's worth: top-k lists repeat the same tokens over and over
 def readable_token(tokenizer, token_id: int) -> str:
     """A token as text a learner can read: decoded (not BPE's 'Ġ' form), with
     spaces, line breaks and invisible characters made visible. A token that is
@@ -209,10 +210,13 @@ def analyse_batch(loaded, requests: list[Request]) -> list[ClmAnalysis]:
     width = max(lengths)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     input_ids = torch.tensor([r.ids + [pad] * (width - len(r.ids)) for r in requests], device=device)  # (B, T)
-    attention_mask = (torch.arange(width, device=device)[None, :] < torch.tensor(lengths, device=device)[:, None])
+    attention_mask = None  # without padding the model takes its plain causal path
+    if min(lengths) < width:
+        attention_mask = (torch.arange(width, device=device)[None, :] < torch.tensor(lengths, device=device)[:, None])
+        attention_mask = attention_mask.long()
     with torch.inference_mode():
         start = time.perf_counter()
-        logits = model(input_ids=input_ids, attention_mask=attention_mask.long()).logits  # (B, T, V)
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, T, V)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "artifacts" / "screenshots"
+# where the page screenshots go: CI keeps them as artifacts; scripts/update_screenshots sets docs/screenshots
+ARTIFACTS = Path(os.environ.get("LMVIZ_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -38,7 +39,8 @@ def server(chromium_path):
     """scripts/serve, exactly as the Docker image runs it, on a free loopback port."""
     port = _free_port()
     env = {**os.environ, "PORT": str(port), "ADDRESS": "127.0.0.1", "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1"}
-    log = open(ROOT / "artifacts" / "streamlit.log", "w") if (ROOT / "artifacts").is_dir() else subprocess.DEVNULL
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    log = open(ROOT / "artifacts" / "streamlit.log", "w")
     process = subprocess.Popen([str(ROOT / "scripts" / "serve")], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
