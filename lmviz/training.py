@@ -12,6 +12,7 @@ import functools
 import math
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -25,24 +26,36 @@ OBJECTIVES = {"clm": "Causal LM (GPT)", "mlm": "Masked LM (BERT)", "mlm+nsp": "M
 # name -> (hidden size, layers, attention heads)
 PRESETS = {"tiny": (64, 2, 2), "small": (128, 4, 4), "medium": (256, 4, 4)}
 MAX_POSITIONS = 128
-TOKENIZER_VOCAB_SIZE = 512  # the trainer stops at ~385: every word of the corpus whole, plus its letters
+TOKENIZER_VOCAB_SIZE = 512  # lmviz's stories need ~200: every word whole, plus the letters
+
+
+def _wordpiece_vocabulary(texts: list[str], vocab_size: int, normalizer, pre_tokenizer) -> dict[str, int]:
+    """Special tokens, every character (alone and as a ##continuation), then the
+    most frequent words, ties broken alphabetically: the same texts always give
+    the same ids (the tokenizers library's trainer breaks ties in hash order)."""
+    counts = Counter(word for text in texts
+                     for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+    chars = sorted({ch for word in counts for ch in word})
+    words = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if len(w) > 1]
+    tokens = SPECIAL_TOKENS + chars + ["##" + ch for ch in chars]
+    tokens += words[: max(0, vocab_size - len(tokens))]
+    return {token: i for i, token in enumerate(tokens)}
 
 
 def train_tokenizer(texts: list[str], vocab_size: int = TOKENIZER_VOCAB_SIZE):
-    """A lower-casing WordPiece tokenizer, BERT-style, trained on ``texts``;
-    returned as a transformers tokenizer (save_pretrained writes the standard files)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    """A lower-casing WordPiece tokenizer, BERT-style, whose vocabulary is learnt
+    from ``texts``: whole words by frequency, and characters for any other word.
+    Returned as a transformers tokenizer (save_pretrained writes the standard files)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    backend.normalizer = normalizers.BertNormalizer(lowercase=True)
-    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    backend.decoder = decoders.WordPiece()
-    backend.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS))
-    cls_id, sep_id = backend.token_to_id("[CLS]"), backend.token_to_id("[SEP]")
+    normalizer, pre_tokenizer = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    vocab = _wordpiece_vocabulary(texts, vocab_size, normalizer, pre_tokenizer)
+    backend = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    backend.normalizer, backend.pre_tokenizer, backend.decoder = normalizer, pre_tokenizer, decoders.WordPiece()
     backend.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
     )
     return PreTrainedTokenizerFast(
         tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",

@@ -104,3 +104,10 @@ def test_unknown_objective_or_size_is_refused(small_corpus, tokenizer):
 def test_sentence_pairs_get_segment_ids_by_default(tokenizer):
     enc = tokenizer("anna felt happy .", "ben felt tired .")
     assert enc["token_type_ids"] == [0] * 6 + [1] * 5
+
+
+def test_the_same_texts_give_the_same_tokenizer(small_corpus):
+    texts = [s.text for s in small_corpus.train]
+    assert train_tokenizer(texts).get_vocab() == train_tokenizer(list(texts)).get_vocab()
+    small = train_tokenizer(texts, vocab_size=60)  # too small for every word: the rest is spelt in letters
+    assert small.tokenize("penguin") == ["p", "##e", "##n", "##g", "##u", "##i", "##n"]
