@@ -11,6 +11,7 @@ pages = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
     st.Page("pages/toy_example.py", title="Toy example", icon=":material/calculate:", url_path="toy"),
     st.Page("pages/your_sentence.py", title="Your sentence", icon=":material/edit_note:", url_path="sentence"),
+    st.Page("pages/batches.py", title="Batches and padding", icon=":material/view_agenda:", url_path="batches"),
     st.Page("pages/masked_lm.py", title="Masked LM", icon=":material/theater_comedy:", url_path="masked-lm"),
     st.Page("pages/next_sentence.py", title="Next sentence", icon=":material/compare_arrows:", url_path="nsp"),
     st.Page("pages/bert_loss.py", title="BERT pre-training loss", icon=":material/functions:", url_path="bert-loss"),

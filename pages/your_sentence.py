@@ -6,11 +6,9 @@ import streamlit as st
 
 from lmviz import plots
 from lmviz.analysis import NothingToScore, analyse_batch, analyse_clm, score_positions
-from lmviz.models import (DEFAULT_MODEL, DTYPES, ModelLoadError, allowed_models, available_devices, default_dtype,
-                          load_causal_lm, prepare_bundled)
+from lmviz.models import DEFAULT_MODEL, DTYPES, allowed_models, available_devices, default_dtype
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
-from lmviz.serving import Batcher
-from lmviz.ui import escape_markdown, show_code
+from lmviz.ui import escape_markdown, load_with_progress, show_code
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
@@ -19,39 +17,10 @@ LOSS_COLOURS = [(1.0, "green", "< 1 (p > 0.37)"), (3.0, "orange", "1 to 3"), (6.
                 (float("inf"), "violet", "≥ 6 (p < 0.0025)")]
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
-def get_model(name: str, device: str, dtype: str, token: str | None):
-    """One copy per process, shared by every session (never modified)."""
-    return load_causal_lm(name, device=device, dtype=dtype, token=token)
-
-
-@st.cache_resource(show_spinner=False, max_entries=3)
-def get_batcher(name: str, device: str, dtype: str, token: str | None) -> Batcher:
-    """Gathers the requests of all sessions that arrive together into one forward pass."""
-    return Batcher(get_model(name, device, dtype, token))
-
-
 @st.cache_data(show_spinner=False, max_entries=256)
 def get_analysis(_analyse, model_key: tuple, text: str, add_bos: bool, top_k: int):
     """Per text, per model: a sentence typed twice (or by two students) is scored once."""
     return _analyse(text, add_bos=add_bos, top_k=top_k)
-
-
-def load_with_progress(name: str, device: str, dtype: str, token: str | None) -> Batcher | None:
-    """The model's batcher, or None after one sentence saying why the model could not be loaded."""
-    shown = escape_markdown(name)
-    try:
-        if name == DEFAULT_MODEL:
-            bar = st.progress(0.0, text=f"Preparing {shown}…")
-            prepare_bundled(lambda fraction, message: bar.progress(fraction, text=message))
-            bar.empty()
-        with st.spinner(f"Loading {shown}…"):
-            return get_batcher(name, device, dtype, token)
-    except ModelLoadError as problem:
-        st.error(escape_markdown(str(problem)))
-    except Exception as error:  # anything else a model folder or download can throw: one sentence, not a traceback
-        st.error(escape_markdown(f"Could not load {name!r}: {type(error).__name__}: {error}"))
-    return None
 
 
 def coloured_sentence(result) -> str:

@@ -1,0 +1,174 @@
+from functools import partial
+
+import pandas as pd
+import streamlit as st
+
+from lmviz.analysis import NothingToScore, readable_token
+from lmviz.batches import (MAX_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
+                           labels_for, pad_batch, position_ids_for)
+from lmviz.losses import IGNORE_INDEX, perplexity
+from lmviz.models import DEFAULT_MODEL, default_dtype
+from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt
+from lmviz.ui import escape_markdown, load_with_progress, show_code
+
+MAX_CHARS = 2000
+DEFAULT_SENTENCES = ("The cat sat on the mat.\n"
+                     "Mat the on cat sat the.\n"
+                     "Once upon a time, in a small village by the sea, there lived an old fisherman and his wife.")
+SIDES = ("right", "left")
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def score_batches(_model, model_key: tuple, sequences: list, pad_id: int, eos_id: int | None) -> dict:
+    """Per text, per model: the right- and left-padded batches, and the pad = EOS labels."""
+    results = {}
+    for side in SIDES:
+        ids, mask = pad_batch(sequences, pad_id, side)
+        labels = labels_for(ids, mask)
+        results[side] = (ids, mask, labels, batch_losses(_model, ids, mask, labels))
+    if eos_id is not None:
+        ids, mask = pad_batch(sequences, eos_id, "right")
+        labels = labels_for(ids, mask, mask_by="pad_id", pad_id=eos_id)
+        results["pad = EOS"] = (ids, mask, labels, batch_losses(_model, ids, mask, labels))
+    return results
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def accumulate(_model, model_key: tuple, sequences: list, pad_id: int, micro_batch_size: int):
+    ids, mask = pad_batch(sequences, pad_id, "right")
+    return gradient_accumulation(_model, ids, mask, labels_for(ids, mask), micro_batch_size)
+
+
+def grid(values, names: list[str]) -> pd.DataFrame:
+    """A (B, T) table: one row per sentence, one column per position."""
+    return pd.DataFrame(values, index=names, columns=[str(t) for t in range(len(values[0]))])
+
+
+def label_losses(result) -> list[list[str]]:
+    """-log p under the label it scores: position t's prediction is of the label at t+1."""
+    return [["" if t == 0 or not counted[t - 1] else fmt(nll[t - 1]) for t in range(len(nll))]
+            for nll, counted in zip(result.nll.tolist(), result.counted.tolist())]
+
+
+def show_batch(ids, mask, labels, result, names: list[str]) -> None:
+    st.dataframe(grid([[token(i) for i in row] for row in ids.tolist()], names))
+    st.caption("input_ids")
+    st.dataframe(grid(ids.tolist(), names))
+    st.caption("attention_mask (0 = a pad: no real token attends to it)")
+    st.dataframe(grid(mask.tolist(), names))
+    st.caption(f"labels ({IGNORE_INDEX} = this label never counts)")
+    st.dataframe(grid(labels.tolist(), names))
+    st.caption("-log p of each label, as the model's loss counts it (the prediction made one position before)")
+    st.dataframe(grid(label_losses(result), names))
+
+
+st.title("Batches and padding: where real training loss gets subtle")
+st.markdown(
+    "Training scores several sentences at once. They have different lengths, so the short ones are "
+    "**padded**, an **attention mask** says which tokens are real, and the **labels** are -100 wherever "
+    "nothing should count. Then the batch's loss is a mean, and *which* mean matters."
+)
+text = st.text_area(f"Sentences, one per line (at most {MAX_SENTENCES})", value=DEFAULT_SENTENCES,
+                    max_chars=MAX_CHARS, key="batch_text")
+
+batcher = load_with_progress(DEFAULT_MODEL, "auto", default_dtype(), None)  # the model every page shares
+if batcher is None:
+    st.stop()
+loaded = batcher.loaded
+tokenizer, model = loaded.tokenizer, loaded.model
+token = partial(readable_token, tokenizer)  # id -> readable text
+try:
+    sequences = encode_sentences(tokenizer, text.splitlines())
+except NothingToScore as problem:
+    st.warning(str(problem))
+    st.stop()
+eos_id = tokenizer.eos_token_id
+pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+model_key = (loaded.name, loaded.device, loaded.dtype)
+results = score_batches(model, model_key, sequences, pad_id, eos_id)
+sentences = [line.strip() for line in text.splitlines() if line.strip()]
+names = [f"sentence {n + 1}" for n in range(len(sequences))]
+st.caption(escape_markdown(f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}. Each sentence starts "
+                           f"with {token(sequences[0][0])} and ends with the EOS token {token(eos_id)}, "
+                           "as a document does in pre-training."))
+
+st.subheader("1. Each sentence on its own")
+right = results["right"][3]
+st.dataframe(pd.DataFrame({
+    "sentence": sentences,
+    "tokens": [" ".join(token(i) for i in ids) for ids in sequences],
+    "length (tokens)": [len(ids) for ids in sequences],
+    "predictions counted": right.sentence_counts,
+    "mean loss": [fmt(v) for v in right.sentence_losses],
+    "perplexity": [fmt(perplexity(v), PERPLEXITY_DIGITS) for v in right.sentence_losses],
+}), hide_index=True)
+st.caption("A grammatical sentence and the same words scrambled: the model finds the scrambled one far less likely. "
+           "These numbers come from the padded batch below and equal each sentence scored alone.")
+
+st.subheader("2. The padded batch")
+for tab, side in zip(st.tabs(["Right padding", "Left padding"]), SIDES):
+    with tab:
+        show_batch(*results[side], names)
+st.caption(escape_markdown(f"The pad token here is {token(pad_id)} (id {pad_id}). With left padding the model is "
+                           "also given position_ids that start at each sentence's first real token, so the words "
+                           "keep their positions."))
+
+st.subheader("3. The batch's loss: a mean over tokens, not over sentences")
+left, middle, end = st.columns(3)
+left.metric("The model's loss (out.loss)", fmt(right.model_loss, CHECK_DIGITS))
+middle.metric("Token-weighted mean", fmt(right.token_weighted_mean, CHECK_DIGITS))
+end.metric("Mean of the sentences' means", fmt(right.mean_of_means, CHECK_DIGITS))
+st.markdown(f"The model adds up all {sum(right.sentence_counts)} -log p and divides by "
+            f"{sum(right.sentence_counts)}, so a sentence with more tokens weighs more; the mean of means gives "
+            f"each of the {len(sequences)} sentences the same weight, whatever its length.")
+st.dataframe(pd.DataFrame({
+    "padding": SIDES,
+    "out.loss": [fmt(results[s][3].model_loss, CHECK_DIGITS) for s in SIDES],
+    "token-weighted mean": [fmt(results[s][3].token_weighted_mean, CHECK_DIGITS) for s in SIDES],
+    "predictions counted": [sum(results[s][3].sentence_counts) for s in SIDES],
+    "of which predicted at a pad": [int(results[s][3].from_padding.sum()) for s in SIDES],
+}), hide_index=True)
+st.caption("With left padding the last pad 'predicts' each padded sentence's first real token; that label is not "
+           "-100, so Hugging Face's loss counts it. Set that label to -100 too (lmviz's clm_loss does, from the "
+           "attention mask) and left padding gives the right-padding numbers.")
+
+st.subheader("4. Gradient accumulation: the same batch in micro-batches")
+micro = st.number_input("Sentences per micro-batch", min_value=1, max_value=MAX_SENTENCES, value=1,
+                        key="micro_batch_size")
+accumulation = accumulate(model, model_key, sequences, pad_id, min(int(micro), len(sequences)))
+st.dataframe(pd.DataFrame({
+    "micro-batch": [("sentence " if len(part) == 1 else "sentences ") + ", ".join(str(i + 1) for i in part)
+                    for part in accumulation.micro_batches],
+    "tokens counted": accumulation.micro_counts,
+    "its own mean loss": [fmt(v, CHECK_DIGITS) for v in accumulation.micro_means],
+    "sum of -log p ÷ num_items_in_batch": [fmt(v, CHECK_DIGITS) for v in accumulation.micro_shares],
+}), hide_index=True)
+left, middle, end = st.columns(3)
+left.metric("(a) Mean of the micro-batch means", fmt(accumulation.averaged, CHECK_DIGITS))
+middle.metric("(b) Sum ÷ all counted tokens", fmt(accumulation.summed, CHECK_DIGITS))
+end.metric("The full batch's loss", fmt(right.model_loss, CHECK_DIGITS))
+st.markdown(f"(a) − (b) = {fmt(accumulation.averaged - accumulation.summed, CHECK_DIGITS)}. Dividing each "
+            "micro-batch's loss by the number of micro-batches weighs micro-batches equally, however many tokens "
+            f"they hold; giving the loss num_items_in_batch = {count_items(results['right'][2])} (the tokens "
+            "counted in the whole batch) makes the sum of the micro-batches equal the full batch's loss "
+            f"(they differ by {abs(accumulation.summed - right.model_loss):.1e}: float32 rounding, as the "
+            "micro-batches add their numbers in another order).")
+
+st.subheader("5. When the pad token is the EOS token")
+if eos_id is None:
+    st.info("This tokenizer has no EOS token, so this trap cannot happen with it.")
+else:
+    ids, mask, labels, bug = results["pad = EOS"]
+    eos_shown = escape_markdown(token(eos_id))
+    st.markdown(("This model's tokenizer uses" if pad_id == eos_id else "Suppose a tokenizer used")
+                + f" {eos_shown} as both the pad and the end-of-text token. A collator that builds labels "
+                  "by masking every pad id masks each sentence's real EOS too:")
+    st.dataframe(grid(labels.tolist(), names))
+    left, middle, end = st.columns(3)
+    left.metric("Loss, labels from the attention mask", fmt(right.model_loss, CHECK_DIGITS))
+    middle.metric("Loss, labels that mask every pad id", fmt(bug.model_loss, CHECK_DIGITS))
+    end.metric("EOS predictions lost", sum(right.sentence_counts) - sum(bug.sentence_counts))
+    st.markdown("The model is never asked to predict the end of a text, so it never learns to stop. "
+                "Build the labels from the attention mask, or use a pad token that is not EOS.")
+
+show_code(pad_batch, labels_for, position_ids_for, count_items, batch_losses, gradient_accumulation, encode_sentences)

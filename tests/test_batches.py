@@ -1,0 +1,215 @@
+"""lmviz.batches against Hugging Face GPT-2's own loss on padded batches and
+against each sentence scored alone; then the "Batches and padding" page."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lmviz.analysis import NothingToScore
+from lmviz.batches import (MAX_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
+                           labels_for, pad_batch)
+from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt
+from lmviz.losses import perplexity
+from tests.test_pages import open_page
+
+PAD = 0  # the tiny GPT-2 has no pad token; 0 is never a real token in SENTENCES
+EOS = 2
+# start, words, EOS: lengths 8, 4 and 6, so the means over tokens and over sentences differ
+SENTENCES = [[1, 5, 6, 7, 8, 9, 10, EOS], [1, 11, 12, EOS], [1, 3, 4, 5, 6, EOS]]
+
+
+def hf_loss(model, ids, mask, labels, **kwargs) -> torch.Tensor:
+    """The reference: GPT2LMHeadModel's own out.loss, positions counted from the first real token."""
+    position_ids = torch.clamp(mask.cumsum(-1) - 1, min=0)
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=mask, position_ids=position_ids, labels=labels, **kwargs).loss
+
+
+def one_at_a_time(model, ids: list[int]) -> float:
+    sentence = torch.tensor([ids])
+    with torch.no_grad():
+        return model(input_ids=sentence, labels=sentence).loss.item()
+
+
+def test_pad_batch_puts_pads_on_the_side_asked():
+    ids, mask = pad_batch([[7, 8, 9], [5]], PAD, "right")
+    assert ids.tolist() == [[7, 8, 9], [5, PAD, PAD]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+    ids, mask = pad_batch([[7, 8, 9], [5]], PAD, "left")
+    assert ids.tolist() == [[7, 8, 9], [PAD, PAD, 5]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+
+
+@pytest.mark.parametrize("sequences, side", [([[1, 2]], "middle"), ([], "right"), ([[1], []], "right")])
+def test_pad_batch_refuses_bad_input(sequences, side):
+    with pytest.raises(ValueError):
+        pad_batch(sequences, PAD, side)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_labels_are_minus_100_exactly_at_the_pads(side):
+    ids, mask = pad_batch(SENTENCES, PAD, side)
+    labels = labels_for(ids, mask)
+    assert torch.equal(labels == -100, mask == 0)
+    assert torch.equal(labels[mask == 1], ids[mask == 1])
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_batch_loss_is_the_models_own_loss_and_the_token_weighted_mean(tiny_gpt2, side):
+    ids, mask = pad_batch(SENTENCES, PAD, side)
+    labels = labels_for(ids, mask)
+    result = batch_losses(tiny_gpt2, ids, mask, labels)
+    reference = hf_loss(tiny_gpt2, ids, mask, labels).item()
+    assert result.model_loss == pytest.approx(reference, abs=1e-6)
+    assert result.token_weighted_mean == pytest.approx(reference, abs=1e-5)
+    # the same from torch alone: the shifted labels, summed -log p over the counted ones
+    with torch.no_grad():
+        logits = tiny_gpt2(input_ids=ids, attention_mask=mask, position_ids=torch.clamp(mask.cumsum(-1) - 1, min=0)).logits
+    targets = labels[:, 1:]
+    total = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, ignore_index=-100, reduction="sum")
+    assert result.token_weighted_mean == pytest.approx((total / (targets != -100).sum()).item(), abs=1e-5)
+    assert sum(result.sentence_counts) == count_items(labels) == int(result.counted.sum())
+
+
+def test_right_padding_gives_each_sentence_its_one_at_a_time_loss(tiny_gpt2):
+    ids, mask = pad_batch(SENTENCES, PAD, "right")
+    result = batch_losses(tiny_gpt2, ids, mask, labels_for(ids, mask))
+    alone = [one_at_a_time(tiny_gpt2, s) for s in SENTENCES]
+    assert result.sentence_losses == pytest.approx(alone, abs=1e-5)
+    assert result.sentence_counts == [len(s) - 1 for s in SENTENCES]
+    assert not result.from_padding.any()
+
+
+def test_left_padding_counts_one_prediction_made_at_a_pad(tiny_gpt2):
+    ids, mask = pad_batch(SENTENCES, PAD, "left")
+    result = batch_losses(tiny_gpt2, ids, mask, labels_for(ids, mask))
+    width = ids.shape[1]
+    # Hugging Face counts the last pad's prediction of the first real token, once per padded sentence
+    assert result.sentence_counts == [len(s) - 1 + (len(s) < width) for s in SENTENCES]
+    assert [torch.nonzero(row).flatten().tolist() for row in result.from_padding] == [
+        [width - len(s) - 1] if len(s) < width else [] for s in SENTENCES]
+    # without it, each sentence's real predictions give exactly its one-at-a-time loss
+    real = result.counted & ~result.from_padding
+    real_means = ((result.nll * real).sum(-1) / real.sum(-1)).tolist()
+    assert real_means == pytest.approx([one_at_a_time(tiny_gpt2, s) for s in SENTENCES], abs=1e-5)
+
+
+def test_mean_of_means_is_not_the_batch_loss_when_lengths_differ(tiny_gpt2):
+    ids, mask = pad_batch(SENTENCES, PAD, "right")
+    result = batch_losses(tiny_gpt2, ids, mask, labels_for(ids, mask))
+    alone = [one_at_a_time(tiny_gpt2, s) for s in SENTENCES]
+    assert result.mean_of_means == pytest.approx(sum(alone) / len(alone), abs=1e-5)
+    weighted = sum(loss * (len(s) - 1) for loss, s in zip(alone, SENTENCES)) / sum(len(s) - 1 for s in SENTENCES)
+    assert result.model_loss == pytest.approx(weighted, abs=1e-5)
+    assert abs(result.mean_of_means - result.model_loss) > 1e-4
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("micro_batch_size", [1, 2, 3])
+def test_accumulation_with_num_items_in_batch_equals_the_full_batch(tiny_gpt2, side, micro_batch_size):
+    ids, mask = pad_batch(SENTENCES, PAD, side)
+    labels = labels_for(ids, mask)
+    result = gradient_accumulation(tiny_gpt2, ids, mask, labels, micro_batch_size)
+    assert result.summed == pytest.approx(hf_loss(tiny_gpt2, ids, mask, labels).item(), abs=1e-5)
+    assert sum(result.micro_counts) == count_items(labels)
+    for part, mean, share in zip(result.micro_batches, result.micro_means, result.micro_shares):
+        assert mean == pytest.approx(hf_loss(tiny_gpt2, ids[part], mask[part], labels[part]).item(), abs=1e-6)
+        summed = hf_loss(tiny_gpt2, ids[part], mask[part], labels[part], num_items_in_batch=count_items(labels))
+        assert share == pytest.approx(summed.item(), abs=1e-6)
+
+
+def test_averaging_micro_batch_means_reweights_the_sentences(tiny_gpt2):
+    ids, mask = pad_batch(SENTENCES, PAD, "right")
+    labels = labels_for(ids, mask)
+    per_sentence = gradient_accumulation(tiny_gpt2, ids, mask, labels, 1)
+    alone = [one_at_a_time(tiny_gpt2, s) for s in SENTENCES]
+    assert per_sentence.averaged == pytest.approx(sum(alone) / len(alone), abs=1e-5)
+    assert abs(per_sentence.averaged - per_sentence.summed) > 1e-4
+    whole = gradient_accumulation(tiny_gpt2, ids, mask, labels, len(SENTENCES))
+    assert whole.averaged == pytest.approx(whole.summed, abs=1e-6)
+
+
+def test_pad_equal_to_eos_stops_the_real_eos_from_counting(tiny_gpt2):
+    ids, mask = pad_batch(SENTENCES, EOS, "right")
+    right = labels_for(ids, mask)
+    wrong = labels_for(ids, mask, mask_by="pad_id", pad_id=EOS)
+    last_real = torch.tensor([len(s) - 1 for s in SENTENCES])
+    rows = torch.arange(len(SENTENCES))
+    assert (right[rows, last_real] == EOS).all()  # built from the attention mask, the real EOS is a label
+    assert (wrong[rows, last_real] == -100).all()  # built from the pad id, it is not
+    assert count_items(right) - count_items(wrong) == len(SENTENCES)
+    result = batch_losses(tiny_gpt2, ids, mask, wrong)
+    assert result.model_loss == pytest.approx(hf_loss(tiny_gpt2, ids, mask, wrong).item(), abs=1e-6)
+    assert result.sentence_counts == [len(s) - 2 for s in SENTENCES]
+
+
+def test_labels_for_refuses_unclear_requests():
+    ids, mask = pad_batch(SENTENCES, PAD, "right")
+    with pytest.raises(ValueError, match="pad_id"):
+        labels_for(ids, mask, mask_by="pad_id")
+    with pytest.raises(ValueError, match="mask_by"):
+        labels_for(ids, mask, mask_by="tokens")
+
+
+def test_encode_sentences_frames_each_line_and_needs_two(tiny_tokenizer):
+    sequences = encode_sentences(tiny_tokenizer, ["the cat sat", "", "  a dog ran to the park  "])
+    start = end = tiny_tokenizer.eos_token_id
+    assert [s[0] for s in sequences] == [start, start] and [s[-1] for s in sequences] == [end, end]
+    assert sequences[0][1:-1] == tiny_tokenizer("the cat sat", add_special_tokens=False)["input_ids"]
+    for lines, message in [(["", "  "], "no sentence"), (["the cat"], "only one sentence"),
+                           (["a"] * (MAX_SENTENCES + 1), "at most")]:
+        with pytest.raises(NothingToScore, match=message):
+            encode_sentences(tiny_tokenizer, lines)
+
+
+# ---- the page, headless ----
+
+def metrics_of(at) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_batches_page_shows_the_librarys_numbers(bundled):
+    at = open_page("pages/batches.py")
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    sequences = encode_sentences(bundled.tokenizer, at.text_area(key="batch_text").value.splitlines())
+    pad, eos = bundled.tokenizer.pad_token_id, bundled.tokenizer.eos_token_id
+    ids, mask = pad_batch(sequences, pad, "right")
+    expected = batch_losses(bundled.model, ids, mask, labels_for(ids, mask))
+    shown = metrics_of(at)
+    assert shown["The model's loss (out.loss)"] == fmt(expected.model_loss, CHECK_DIGITS)
+    assert shown["Token-weighted mean"] == fmt(expected.token_weighted_mean, CHECK_DIGITS)
+    assert shown["Mean of the sentences' means"] == fmt(expected.mean_of_means, CHECK_DIGITS)
+    assert shown["Mean of the sentences' means"] != shown["The model's loss (out.loss)"]
+    sentences = at.dataframe[0].value
+    assert sentences["mean loss"].tolist() == [fmt(v) for v in expected.sentence_losses]
+    assert sentences["perplexity"].tolist() == [fmt(perplexity(v), PERPLEXITY_DIGITS) for v in expected.sentence_losses]
+    assert sentences["length (tokens)"].tolist() == [len(s) for s in sequences]
+    accumulation = gradient_accumulation(bundled.model, ids, mask, labels_for(ids, mask), 1)
+    assert shown["(a) Mean of the micro-batch means"] == fmt(accumulation.averaged, CHECK_DIGITS)
+    assert shown["(b) Sum ÷ all counted tokens"] == fmt(accumulation.summed, CHECK_DIGITS)
+    assert float(shown["(b) Sum ÷ all counted tokens"]) == pytest.approx(float(shown["The full batch's loss"]), abs=1e-5)
+    eos_ids, eos_mask = pad_batch(sequences, eos, "right")
+    bug = batch_losses(bundled.model, eos_ids, eos_mask, labels_for(eos_ids, eos_mask, mask_by="pad_id", pad_id=eos))
+    assert shown["Loss, labels that mask every pad id"] == fmt(bug.model_loss, CHECK_DIGITS)
+    assert shown["EOS predictions lost"] == str(len(sequences))
+
+    at.number_input(key="micro_batch_size").set_value(len(sequences)).run()  # one micro-batch: (a) = (b)
+    assert not at.exception
+    shown = metrics_of(at)
+    full = float(shown["The full batch's loss"])
+    assert float(shown["(a) Mean of the micro-batch means"]) == pytest.approx(full, abs=1e-5)
+    assert float(shown["(b) Sum ÷ all counted tokens"]) == pytest.approx(full, abs=1e-5)
+
+
+@pytest.mark.parametrize("text, message", [("\n   \n", "no sentence"), ("Only this one.", "only one sentence")])
+def test_batches_page_explains_too_few_sentences(text, message):
+    at = open_page("pages/batches.py")
+    at.text_area(key="batch_text").input(text).run()
+    assert not at.exception
+    assert [w.value for w in at.warning] == [f"A batch needs at least two sentences, one per line; there is {message}."]
+    assert not at.metric and not at.dataframe
+
+
+def test_batches_page_takes_markup_as_plain_text():
+    at = open_page("pages/batches.py")
+    at.text_area(key="batch_text").input("**bold** $x^2$ <b>hi</b>\n:red[b] [x](y) _under_").run()
+    assert not at.exception and not at.error
+    assert at.dataframe[0].value["sentence"].tolist() == ["**bold** $x^2$ <b>hi</b>", ":red[b] [x](y) _under_"]
