@@ -105,6 +105,12 @@ def readable_token(tokenizer, token_id: int) -> str:
     return _visible(text)
 
 
+def valid_text(text: str) -> str:
+    """Text with any lone UTF-16 surrogate (which no UTF-8 tokenizer can read, and a
+    browser or a URL can send) replaced by U+FFFD, the replacement character."""
+    return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
+
+
 def start_token_id(tokenizer) -> int:
     """The token a text starts with in pre-training: the document separator
     <|endoftext|> where the vocabulary has one (GPT-2, SmolLM2; SmolLM2-Instruct's
@@ -130,7 +136,7 @@ def encode(tokenizer, text: str, add_bos: bool, max_tokens: int = MAX_TOKENS) ->
     if not text or not text.strip():
         raise NothingToScore("There is nothing to score: the text is empty. Type a sentence.")
     # split_special_tokens: typing "<|endoftext|>" gives the characters, not the model's control token
-    ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    ids = tokenizer(valid_text(text), add_special_tokens=False, split_special_tokens=True)["input_ids"]
     if add_bos:
         ids = [start_token_id(tokenizer), *ids]
     if len(ids) < 2:
@@ -194,7 +200,7 @@ def prepare(loaded, text: str, add_bos: bool = False, top_k: int = 5, max_tokens
     """Tokenize ``text`` for ``loaded``, cut to ``max_tokens`` or the model's own limit,
     whichever is smaller. Raises NothingToScore."""
     ids, truncated_from = encode(loaded.tokenizer, text, add_bos, min(max_tokens, model_max_tokens(loaded.model)))
-    return Request(text, ids, truncated_from, add_bos, top_k)
+    return Request(valid_text(text), ids, truncated_from, add_bos, top_k)
 
 
 def analyse_batch(loaded, requests: list[Request]) -> list[ClmAnalysis]:

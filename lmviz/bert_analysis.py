@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from lmviz.analysis import NothingToScore, readable_token
+from lmviz.analysis import NothingToScore, readable_token, valid_text
 from lmviz.losses import IS_NEXT_HF, bert_loss, mlm_loss, nsp_loss
 from lmviz.masking import BRANCH_NAMES, create_mlm_mask
 
@@ -61,8 +61,8 @@ def _heads(model):
 
 
 def _encode(tokenizer, text: str, pair: str | None = None) -> dict:
-    return tokenizer(text, pair, truncation=True, max_length=MAX_PAIR_TOKENS, return_token_type_ids=True,
-                     return_tensors="pt")
+    return tokenizer(valid_text(text), valid_text(pair) if pair is not None else None, truncation=True,
+                     max_length=MAX_PAIR_TOKENS, return_token_type_ids=True, return_tensors="pt")
 
 
 def _unknown(tokenizer, ids: list[int], text: str) -> list[str]:

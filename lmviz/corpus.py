@@ -20,6 +20,8 @@ import random
 import re
 from dataclasses import dataclass, field
 
+from lmviz.analysis import valid_text
+
 NAMES = ("anna ben clara dan emma finn grace hugo ivy jack kate leo mia noah olga paul rosa sam tara "
          "umar vera will zoe max lily tom nina omar ruth eli").split()
 PLACES = {  # each place and the things found there
@@ -198,7 +200,8 @@ def corpus_from_text(text: str, validation_fraction: float = 0.1, sentences_per_
     """A corpus from a user's text: paragraphs (blank-line separated) become
     stories, long paragraphs are cut into stories of a few sentences.
     Raises ValueError with a sentence a learner can act on."""
-    if len(text.encode("utf-8", errors="replace")) > MAX_USER_TEXT_BYTES:
+    text = valid_text(text)
+    if len(text.encode("utf-8")) > MAX_USER_TEXT_BYTES:
         raise ValueError(f"The text is larger than {MAX_USER_TEXT_BYTES // 1_000_000} MB; use a shorter one.")
     stories = []
     for paragraph in re.split(r"\n\s*\n", text):

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz import plots
-from lmviz.analysis import NothingToScore, analyse_batch, analyse_clm, score_positions
+from lmviz.analysis import NothingToScore, analyse_batch, analyse_clm, score_positions, valid_text
 from lmviz.models import DEFAULT_MODEL, DTYPES, allowed_models, available_devices, default_dtype
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
 from lmviz.ui import escape_markdown, load_with_progress, show_code
@@ -63,7 +63,7 @@ with st.expander("Model", expanded=False):
                             help="bfloat16 halves the memory; the loss is always computed in float32")
     token = st.text_input("Hugging Face access token (only for gated models such as Llama 2)", type="password") or None
 
-url_text = params.get("text", DEFAULT_TEXT)
+url_text = valid_text(params.get("text", DEFAULT_TEXT))
 if len(url_text) > MAX_CHARS:
     st.info(f"The text in the link was cut to its first {MAX_CHARS} characters.")
     url_text = url_text[:MAX_CHARS]
