@@ -1,0 +1,83 @@
+"""lmviz under a whole class: concurrent sessions, and a long run's memory.
+
+    python -m benchmarks.reliability [--quick]
+
+1. 30 sessions at once, each a thread with its own sentence, through the code path
+   the page uses (lmviz.serving.Batcher): every session must get its own result
+   (equal to one-at-a-time), and the latencies are reported.
+2. 1 000 analyses in one process: resident memory after warm-up, and its growth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import threading
+import time
+
+import psutil
+
+from lmviz.analysis import analyse_clm
+from lmviz.models import load_causal_lm
+from lmviz.serving import Batcher
+
+WORDS = "the a student teacher model loss learns reads writes predicts every next token word sentence".split()
+
+
+def sentence(i: int) -> str:
+    """A different sentence for every i (no two sessions share a cached result)."""
+    return " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(8 + i % 9)) + f" number {i}."
+
+
+def sessions(loaded, count: int) -> dict:
+    batcher = Batcher(loaded)
+    results, latencies, gate = [None] * count, [0.0] * count, threading.Barrier(count)
+
+    def session(i):
+        gate.wait()
+        start = time.perf_counter()
+        results[i] = batcher.analyse(sentence(i))
+        latencies[i] = time.perf_counter() - start
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wrong = sum(1 for i, r in enumerate(results)
+                if r.text != sentence(i) or max(abs(a.nll - b.nll) for a, b in
+                                                zip(r.rows, analyse_clm(loaded, sentence(i)).rows)) > 1e-5)
+    q = statistics.quantiles(latencies, n=100)
+    return {"sessions": count, "wrong_results": wrong, "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000,
+            "batches": batcher.batch_sizes}
+
+
+def soak(loaded, count: int) -> dict:
+    process = psutil.Process()
+    for i in range(20):  # warm-up: caches, allocator pools
+        analyse_clm(loaded, sentence(i))
+    after_warm_up = process.memory_info().rss
+    for i in range(count):
+        analyse_clm(loaded, sentence(i))
+    end = process.memory_info().rss
+    return {"analyses": count, "rss_after_warm_up_mb": after_warm_up / 2**20, "rss_end_mb": end / 2**20,
+            "growth_percent": (end - after_warm_up) / after_warm_up * 100,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer sessions and analyses (for CI)")
+    args = parser.parse_args()
+    loaded = load_causal_lm(device="cpu")
+    s = sessions(loaded, 8 if args.quick else 30)
+    print(f"1. {s['sessions']} sessions at once: {s['wrong_results']} wrong results; "
+          f"p50 {s['p50_ms']:.0f} ms, p95 {s['p95_ms']:.0f} ms; batches {s['batches']}")
+    m = soak(loaded, 50 if args.quick else 1000)
+    print(f"2. {m['analyses']} analyses: resident memory {m['rss_after_warm_up_mb']:.0f} MB after warm-up, "
+          f"{m['rss_end_mb']:.0f} MB at the end ({m['growth_percent']:+.1f} %); peak {m['peak_mb']:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
