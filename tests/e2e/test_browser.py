@@ -8,7 +8,8 @@ from tests.e2e.conftest import ARTIFACTS
 
 # page -> (its path, an element that is there only once the page has computed everything)
 PAGES = {"home": ("", "[data-testid='stPageLink']"), "toy": ("toy", ".js-plotly-plot g.trace"),
-         "sentence": ("sentence", ".js-plotly-plot g.trace"), "masked-lm": ("masked-lm", "[data-testid='stMetric']"),
+         "sentence": ("sentence", ".js-plotly-plot g.trace"), "batches": ("batches", "[data-testid='stMetric']"),
+         "masked-lm": ("masked-lm", "[data-testid='stMetric']"),
          "nsp": ("nsp", "[data-testid='stAlertContentInfo']"), "bert-loss": ("bert-loss", "[data-testid='stMetric']"),
          "train": ("train", "[data-testid='stAlertContentInfo']")}
 HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "**bold**", "$x^2$"]
