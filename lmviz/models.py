@@ -206,6 +206,8 @@ def _from_pretrained(name: str, kind: str = "causal", **kwargs):
 
     auto_class = getattr(transformers, KINDS[kind][0])
     tokenizer = transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=False, **kwargs)
+    if len(tokenizer) <= 1:  # transformers builds an empty tokenizer, silently, when its files are missing
+        raise OSError("its tokenizer files are missing")
     model = auto_class.from_pretrained(name, trust_remote_code=False, dtype=torch.float32, **kwargs)
     return model, tokenizer
 
@@ -216,8 +218,9 @@ def _load_named(name: str, token: str | None, kind: str = "causal"):
     if Path(name).expanduser().is_dir():
         try:
             model, tokenizer = _from_pretrained(str(Path(name).expanduser()), kind, local_files_only=True)
-        except (OSError, ValueError) as error:
-            raise ModelLoadError(f"The folder {name!r} is not a {what} transformers can read: {error}") from error
+        except Exception as error:  # a missing or damaged file fails in many ways (OSError, SafetensorError, ...)
+            raise ModelLoadError(f"The folder {name!r} is not a {what} transformers can read "
+                                 f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from error
         return model, tokenizer, f"local folder {name}"
     try:
         model, tokenizer = _from_pretrained(name, kind, local_files_only=True)
@@ -276,7 +279,7 @@ def _load_shipped(name: str, kind: str):
     """lmviz's own tiny models, from assets/ (scripts/pretrain_tiny.py writes them)."""
     try:
         return _from_pretrained(str(SHIPPED[name]), kind, local_files_only=True)
-    except (OSError, ValueError) as error:
+    except Exception as error:  # missing or damaged: say how to rebuild it
         raise ModelLoadError(f"lmviz's own model {name} is missing or damaged in {SHIPPED[name]}; "
                              "rebuild it with: python -m scripts.pretrain_tiny") from error
 

