@@ -42,12 +42,16 @@ def _load_bert_once(name: str, device: str):
 def choose_bert():
     """A BERT model picker shared by the BERT pages: bert-base-uncased where it can
     be had, else lmviz's own tiny BERT; one copy per process. Returns a LoadedModel."""
-    choices = _bert_choices()
+    trained = st.session_state.get("trained_bert")  # this session's model from the Train page
+    choices = _bert_choices() + ([trained.name] if trained is not None else [])
     with st.expander("Model", expanded=False):
         name = st.selectbox("BERT model", choices, key="bert_choice",
                             help="bert-base-uncased is offered when it is cached here or the hub can be reached.")
         custom = "" if allowed_models() else st.text_input(
             "…or a hub id / local folder of a BertForPreTraining model", key="bert_custom").strip()
+    if trained is not None and name == trained.name and not custom:
+        st.caption(escape_markdown(f"Model: {trained.name}, {trained.source}."))
+        return trained
     name = custom or name
     try:
         with st.spinner(f"Loading {escape_markdown(name)}…"):

@@ -72,7 +72,7 @@ go, stop, reset = st.columns([1, 1, 4])
 start = go.button("Train", type="primary")
 stop.button("Stop", help="Stops after the current step; the model keeps what it learned.")
 if reset.button("Start over"):
-    for key in ("trainer", "last_predictions", "trained_clm"):
+    for key in ("trainer", "last_predictions", "trained_clm", "trained_bert"):
         st.session_state.pop(key, None)
     trainer = None
 
@@ -126,6 +126,13 @@ if trainer is not None and trainer.history:
             "trained in this session", trainer.device, "float32", 0.0)
         st.page_link("pages/your_sentence.py", label="Score a sentence with the model you trained",
                      icon=":material/edit_note:")
+    else:
+        untrained_head = "; its next-sentence head was not trained" if trainer.objective == "mlm" else ""
+        st.session_state["trained_bert"] = LoadedModel(
+            trainer.model, trainer.tokenizer, "your BERT from the Train page",
+            f"trained in this session for {last.step} steps{untrained_head}", trainer.device, "float32", 0.0)
+        st.page_link("pages/masked_lm.py", label="Mask a sentence for the BERT you trained",
+                     icon=":material/theater_comedy:")
 else:
     st.info("Press Train. The smallest model shows a clear fall within a minute on a laptop.")
 

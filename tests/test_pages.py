@@ -245,3 +245,16 @@ def test_a_link_cannot_load_a_model_outside_the_allowed_list(monkeypatch):
     assert at.selectbox(key="model_name").value == "SmolLM2-135M-Instruct"
     assert any("does not offer" in i.value for i in at.info)
     assert at.metric
+
+
+def test_a_bert_trained_on_the_train_page_can_be_used_on_the_masked_lm_page():
+    at = open_page("pages/train.py")
+    at.selectbox(key="train_objective").set_value("mlm").run()
+    at.number_input(key="train_steps").set_value(10)
+    at.button[0].click().run(timeout=300)
+    assert not at.exception and at.session_state["trainer"].objective == "mlm"
+    at.switch_page("pages/masked_lm.py").run()
+    at.selectbox(key="bert_choice").set_value("your BERT from the Train page").run()
+    assert not at.exception and not at.error
+    assert any("trained in this session for 10 steps" in c.value for c in at.caption)
+    assert at.metric
