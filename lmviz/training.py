@@ -82,11 +82,6 @@ def build_model(objective: str, preset: str, tokenizer):
     return BertForPreTraining(config)
 
 
-def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
-    width = max(len(r) for r in rows)
-    return torch.tensor([r + [value] * (width - len(r)) for r in rows])
-
-
 @dataclass
 class Batch:
     input_ids: torch.Tensor  # (B, T) what the model reads (masked for MLM)

@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from lmviz.analysis import NothingToScore
 from lmviz.bert_analysis import analyse_bert_loss, analyse_mlm, analyse_nsp

@@ -134,7 +134,7 @@ def test_train_page_trains_a_few_steps_and_the_model_is_usable_elsewhere():
     first, last = trainer.history[0].validation_loss, trainer.history[-1].validation_loss
     assert last < first  # the loss fell
     summary = " ".join(m.value for m in at.markdown)
-    assert f"10 steps" in summary and f"Validation loss {last:.3f}" in summary
+    assert "10 steps" in summary and f"Validation loss {last:.3f}" in summary
     assert any("→" in t.value for t in at.text)  # the model's guesses are shown
 
     at.switch_page("pages/your_sentence.py").run()
