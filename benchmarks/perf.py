@@ -80,22 +80,35 @@ def _child(code: str, env: dict | None = None) -> dict:
 
 
 MEMORY_PROBE = """
-import json, resource, torch
+import gc, json, torch
 from benchmarks.perf import ids_of_length
 from lmviz.analysis import Request, analyse_batch
 from lmviz.models import load_causal_lm
-def peak_mb(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+def status_mb(field):  # resident memory now (VmRSS) or its peak since the last reset (VmHWM)
+    line = next(l for l in open("/proc/self/status") if l.startswith(field))
+    return int(line.split()[1]) / 1024
+
+def reset_peak():  # Linux: writing 5 to clear_refs resets VmHWM to the current resident size
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
 loaded = load_causal_lm()
 analyse_batch(loaded, [Request("", ids_of_length(loaded, 8), None, False)])  # warm the runtime on a tiny input
-base = peak_mb()
 ids = ids_of_length(loaded, {length})
+gc.collect()
+base = status_mb("VmRSS")
+reset_peak()
 with torch.inference_mode():
     loaded.model(input_ids=torch.tensor([ids]))
-after_forward = peak_mb()
+forward_peak = status_mb("VmHWM")
+gc.collect()
+reset_peak()
 analyse_batch(loaded, [Request("", ids, None, False)])
+analysis_peak = status_mb("VmHWM")
 weights = sum(p.numel() * p.element_size() for p in loaded.model.parameters()) / 2**20
 logits = {length} * loaded.model.config.vocab_size * 4 / 2**20
-print(json.dumps(dict(tokens={length}, base_mb=base, forward_peak_mb=after_forward, analysis_peak_mb=peak_mb(),
+print(json.dumps(dict(tokens={length}, base_mb=base, forward_peak_mb=forward_peak, analysis_peak_mb=analysis_peak,
                       weights_mb=weights, logits_mb=logits)))
 """
 

@@ -48,7 +48,7 @@ class ClmAnalysis:
     input_ids: list[int]
     rows: list[TokenRow]  # one per scored position: len(tokens) - 1
     loss: float  # 1. log-softmax at the label -> negate -> mean: the mean of the rows' nll
-    loss_model: float  # 2. the model's own loss function (what out.loss is with labels=input_ids)
+    loss_model: float  # 2. the model's own loss function (what out.loss is with labels=input_ids), in chunks
     loss_cross_entropy: float  # 3. torch.nn.CrossEntropyLoss on shifted logits and labels
     max_difference: float  # the largest gap between the three
     perplexity: float
@@ -149,7 +149,7 @@ def encode(tokenizer, text: str, add_bos: bool, max_tokens: int = MAX_TOKENS) ->
     return ids, None
 
 
-CHUNK_ROWS = 128  # positions scored at a time: bounds the temporary (rows, V) tensors
+CHUNK_ROWS = 256  # positions scored at a time: bounds the temporary (rows, V) tensors
 
 
 def score_positions(logits: torch.Tensor, targets: torch.Tensor, top_k: int) -> dict:
@@ -230,14 +230,31 @@ def analyse_batch(loaded, requests: list[Request]) -> list[ClmAnalysis]:
                 for b, (request, length) in enumerate(zip(requests, lengths))]
 
 
+def _reference_losses(model, logits: torch.Tensor, targets: torch.Tensor) -> tuple[float, float]:
+    """The model's own loss function and torch.nn.CrossEntropyLoss, on (N, V) shifted logits.
+
+    Both run over CHUNK_ROWS rows at a time, summing and dividing by N at the end, so
+    that neither makes a full (N, V) copy of the logits. For the model's function this
+    is Hugging Face's own gradient-accumulation path (``num_items_in_batch``); its result
+    equals the one-call loss (out.loss with labels = input_ids) up to float rounding.
+    """
+    count, vocab_size = len(targets), logits.shape[-1]
+    own, torch_ce = 0.0, 0.0
+    for start in range(0, count, CHUNK_ROWS):
+        chunk, chunk_targets = logits[start:start + CHUNK_ROWS], targets[start:start + CHUNK_ROWS]
+        own += model.loss_function(logits=chunk, labels=None, vocab_size=vocab_size, shift_labels=chunk_targets,
+                                   num_items_in_batch=count).item()
+        torch_ce += torch.nn.CrossEntropyLoss(reduction="sum")(chunk.float(), chunk_targets).item()
+    return own, torch_ce / count
+
+
 def _analysis_of_row(loaded, request: Request, logits: torch.Tensor, ids: torch.Tensor, seconds: float) -> ClmAnalysis:
     model = loaded.model
     targets = ids[1:]
     scores = score_positions(logits[:-1], targets, min(request.top_k, logits.shape[-1]))
     # The article's three ways to the mean:
     by_hand = scores["nll"].mean().item()  # log-softmax at the label -> negate -> mean (the table's numbers)
-    model_own = model.loss_function(logits=logits[None], labels=ids[None], vocab_size=logits.shape[-1]).item()
-    cross_entropy = torch.nn.CrossEntropyLoss()(logits[:-1].float(), targets).item()
+    model_own, cross_entropy = _reference_losses(model, logits[:-1], targets)
     values = [by_hand, model_own, cross_entropy]
     return ClmAnalysis(
         model=loaded.name, text=request.text, tokens=[readable_token(loaded.tokenizer, i) for i in request.ids],

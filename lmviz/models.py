@@ -168,7 +168,10 @@ def load_bundled(progress: Progress | None = None):
     folder = _dequantised_folder(gguf)
     if folder not in _dequantised and (folder / "config.json").is_file():
         progress(0.5, "Loading the bundled model from lmviz's cache…")
-        model, tokenizer = _from_pretrained(str(folder), local_files_only=True)
+        # The folder holds a tokenizer.json: PreTrainedTokenizerFast reads it in 0.2 s, where
+        # AutoTokenizer takes 3.6 s to reach the same tokenizer (same ids, same special tokens).
+        model, tokenizer = _from_pretrained(str(folder), tokenizer_class="PreTrainedTokenizerFast",
+                                            local_files_only=True)
         return model, tokenizer, f"bundled with {GGUF_PACKAGE} (float32 weights from lmviz's cache)"
     if folder not in _dequantised:
         _dequantise(gguf, folder, progress)
@@ -201,11 +204,11 @@ KINDS = {"causal": ("AutoModelForCausalLM", "causal language model"),
          "bert": ("AutoModelForPreTraining", "BERT model with its masked-LM and next-sentence heads")}
 
 
-def _from_pretrained(name: str, kind: str = "causal", **kwargs):
+def _from_pretrained(name: str, kind: str = "causal", tokenizer_class: str = "AutoTokenizer", **kwargs):
     import transformers
 
     auto_class = getattr(transformers, KINDS[kind][0])
-    tokenizer = transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=False, **kwargs)
+    tokenizer = getattr(transformers, tokenizer_class).from_pretrained(name, trust_remote_code=False, **kwargs)
     if len(tokenizer) <= 1:  # transformers builds an empty tokenizer, silently, when its files are missing
         raise OSError("its tokenizer files are missing")
     model = auto_class.from_pretrained(name, trust_remote_code=False, dtype=torch.float32, **kwargs)
