@@ -149,7 +149,7 @@ def encode(tokenizer, text: str, add_bos: bool, max_tokens: int = MAX_TOKENS) ->
     return ids, None
 
 
-CHUNK_ROWS = 256  # positions scored at a time: bounds the temporary (rows, V) tensors
+CHUNK_ROWS = 128  # positions scored at a time: bounds the temporary (rows, V) tensors
 
 
 def score_positions(logits: torch.Tensor, targets: torch.Tensor, top_k: int) -> dict:
