@@ -174,8 +174,7 @@ def score_positions(logits: torch.Tensor, targets: torch.Tensor, top_k: int) -> 
     return {k: torch.cat(v).cpu() for k, v in parts.items()}
 
 
-def _rows_of(tokenizer, ids: list[int], scores: dict) -> list[TokenRow]:
-    tokens = [readable_token(tokenizer, i) for i in ids]
+def _rows_of(tokenizer, ids: list[int], tokens: list[str], scores: dict) -> list[TokenRow]:
     nll, rank = scores["nll"].tolist(), scores["rank"].tolist()
     top_p, top_id = scores["top_p"].tolist(), scores["top_id"].tolist()
     return [
@@ -256,9 +255,10 @@ def _analysis_of_row(loaded, request: Request, logits: torch.Tensor, ids: torch.
     by_hand = scores["nll"].mean().item()  # log-softmax at the label -> negate -> mean (the table's numbers)
     model_own, cross_entropy = _reference_losses(model, logits[:-1], targets)
     values = [by_hand, model_own, cross_entropy]
+    tokens = [readable_token(loaded.tokenizer, i) for i in request.ids]
     return ClmAnalysis(
-        model=loaded.name, text=request.text, tokens=[readable_token(loaded.tokenizer, i) for i in request.ids],
-        input_ids=request.ids, rows=_rows_of(loaded.tokenizer, request.ids, scores), loss=by_hand,
+        model=loaded.name, text=request.text, tokens=tokens, input_ids=request.ids,
+        rows=_rows_of(loaded.tokenizer, request.ids, tokens, scores), loss=by_hand,
         loss_model=model_own, loss_cross_entropy=cross_entropy, max_difference=max(values) - min(values),
         perplexity=perplexity(by_hand), bos_added=request.add_bos, truncated_from=request.truncated_from,
         device=loaded.device, forward_seconds=seconds,
