@@ -12,7 +12,7 @@ import json
 import math
 import sys
 
-from lmviz.analysis import NothingToScore, analyse_clm
+from lmviz.analysis import NotEnoughMemory, NothingToScore, analyse_clm
 from lmviz.bert_analysis import analyse_mlm, analyse_nsp
 from lmviz.models import DEFAULT_MODEL, DTYPES, TINY_BERT, ModelLoadError, load_bert, load_causal_lm
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
@@ -141,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         print(_run(args))
     except (ModelLoadError, NothingToScore) as problem:
         print(f"lmviz: {problem}", file=sys.stderr)
+        return 2
+    except NotEnoughMemory as problem:
+        on_gpu = problem.device.startswith("cuda")
+        print(f"lmviz: {problem} Try a shorter text{', or --device cpu' if on_gpu else ''}.", file=sys.stderr)
         return 2
     return 0
 

@@ -27,6 +27,20 @@ class NothingToScore(ValueError):
     """The text gives the model nothing to predict; the message says why."""
 
 
+class NotEnoughMemory(RuntimeError):
+    """The device ran out of memory while scoring; the message says how much was needed."""
+
+    def __init__(self, message: str, device: str):
+        super().__init__(message)
+        self.device = device
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """A failed allocation: CUDA's OutOfMemoryError, or the CPU allocator's RuntimeError."""
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "can't allocate memory" in str(error))
+
+
 @dataclass
 class TokenRow:
     position: int  # index of the input token
@@ -219,14 +233,34 @@ def analyse_batch(loaded, requests: list[Request]) -> list[ClmAnalysis]:
     if min(lengths) < width:
         attention_mask = (torch.arange(width, device=device)[None, :] < torch.tensor(lengths, device=device)[:, None])
         attention_mask = attention_mask.long()
+    try:
+        return _score_batch(loaded, requests, input_ids, attention_mask, lengths)
+    except RuntimeError as error:  # torch.OutOfMemoryError is a RuntimeError too
+        if not is_out_of_memory(error):
+            raise
+    # Raised here, outside the except block, so that the failed attempt's tensors (held by
+    # its traceback) are freed before anyone retries.
+    raise NotEnoughMemory(_memory_sentence(len(requests), width, model.config.vocab_size, device), device)
+
+
+def _score_batch(loaded, requests, input_ids, attention_mask, lengths) -> list[ClmAnalysis]:
     with torch.inference_mode():
         start = time.perf_counter()
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, T, V)
-        if device.startswith("cuda"):
+        logits = loaded.model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, T, V)
+        if loaded.device.startswith("cuda"):
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         return [_analysis_of_row(loaded, request, logits[b, :length], input_ids[b, :length], seconds)
                 for b, (request, length) in enumerate(zip(requests, lengths))]
+
+
+def _memory_sentence(texts: int, width: int, vocab_size: int, device: str) -> str:
+    needed = texts * width * vocab_size * 4  # float32 logits: the largest tensor of a forward pass
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    what = "this text's" if texts == 1 else f"these {texts} texts'"
+    return (f"The {device} ran out of memory: the model's scores for {what} {width} tokens alone take "
+            f"{needed / 2**20:,.0f} MB ({texts} × {width} positions × {vocab_size:,} vocabulary entries × 4 bytes).")
 
 
 def _reference_losses(model, logits: torch.Tensor, targets: torch.Tensor) -> tuple[float, float]:

@@ -15,7 +15,7 @@ import threading
 import time
 from concurrent.futures import Future
 
-from lmviz.analysis import ClmAnalysis, analyse_batch, prepare
+from lmviz.analysis import ClmAnalysis, NotEnoughMemory, analyse_batch, prepare
 
 WINDOW_SECONDS = 0.01  # how long the first request of a batch waits for company
 MAX_BATCH = 32
@@ -55,11 +55,21 @@ class Batcher:
         while True:
             batch = self._gather()
             self.batch_sizes.append(len(batch))
-            try:
-                results = analyse_batch(self.loaded, [request for request, _ in batch])
-            except Exception as error:  # every waiting caller gets the error, none waits forever
-                for _, done in batch:
-                    done.set_exception(error)
-                continue
-            for (_, done), result in zip(batch, results):
-                done.set_result(result)
+            self._answer(batch)
+
+    def _answer(self, batch: list) -> None:
+        try:
+            results = analyse_batch(self.loaded, [request for request, _ in batch])
+        except NotEnoughMemory as error:
+            if len(batch) == 1:
+                batch[0][1].set_exception(error)
+                return
+            for item in batch:  # one long text must not sink the short ones that came with it
+                self._answer([item])
+            return
+        except Exception as error:  # every waiting caller gets the error, none waits forever
+            for _, done in batch:
+                done.set_exception(error)
+            return
+        for (_, done), result in zip(batch, results):
+            done.set_result(result)

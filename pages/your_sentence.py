@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz import plots
-from lmviz.analysis import NothingToScore, analyse_batch, analyse_clm, score_positions, valid_text
+from lmviz.analysis import NotEnoughMemory, NothingToScore, analyse_batch, analyse_clm, score_positions, valid_text
 from lmviz.models import DEFAULT_MODEL, DTYPES, allowed_models, available_devices, default_dtype
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
 from lmviz.ui import escape_markdown, load_with_progress, show_code
@@ -86,11 +86,29 @@ else:
         st.stop()
     loaded, analyse = batcher.loaded, batcher.analyse
 
+
+
+def score(loaded, analyse):
+    return get_analysis(analyse, (loaded.name, id(loaded.model), loaded.device, loaded.dtype), text, add_bos, 5)
+
+
 try:
-    model_key = (loaded.name, id(loaded.model), loaded.device, loaded.dtype)
-    result = get_analysis(analyse, model_key, text, add_bos, 5)
+    try:
+        result = score(loaded, analyse)
+    except NotEnoughMemory as problem:
+        if not problem.device.startswith("cuda") or trained is loaded:
+            raise
+        st.info(escape_markdown(f"{problem} This text is scored on the CPU instead."))
+        batcher = load_with_progress(model_name, "cpu", dtype, token)
+        if batcher is None:
+            st.stop()
+        loaded, analyse = batcher.loaded, batcher.analyse
+        result = score(loaded, analyse)
 except NothingToScore as problem:
     st.warning(str(problem))
+    st.stop()
+except NotEnoughMemory as problem:
+    st.warning(escape_markdown(f"{problem} Try a shorter text."))
     st.stop()
 
 st.caption(escape_markdown(
