@@ -2,26 +2,14 @@
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.e2e.live import CHROMIUM_FLAGS, ROOT, running_server
+
 # where the page screenshots go: CI keeps them as artifacts; scripts/update_screenshots sets docs/screenshots
 ARTIFACTS = Path(os.environ.get("LMVIZ_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -37,25 +25,8 @@ def chromium_path():
 @pytest.fixture(scope="session")
 def server(chromium_path):
     """scripts/serve, exactly as the Docker image runs it, on a free loopback port."""
-    port = _free_port()
-    env = {**os.environ, "PORT": str(port), "ADDRESS": "127.0.0.1", "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1"}
-    (ROOT / "artifacts").mkdir(exist_ok=True)
-    log = open(ROOT / "artifacts" / "streamlit.log", "w")
-    process = subprocess.Popen([str(ROOT / "scripts" / "serve")], env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        process.kill()
-        pytest.fail("streamlit did not answer on /_stcore/health within 120 s")
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
+    with running_server(ROOT / "artifacts" / "streamlit.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,9 @@ from urllib.parse import quote
 
 import pytest
 
+from lmviz.analysis import analyse_clm
 from tests.e2e.conftest import ARTIFACTS
+from tests.e2e.live import SETTLED, sentence_page_at_once
 
 # page -> (its path, an element that is there only once the page has computed everything)
 PAGES = {"home": ("", "[data-testid='stPageLink']"), "toy": ("toy", ".js-plotly-plot g.trace"),
@@ -18,9 +20,7 @@ HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "**bold*
 def settle(tab, timeout=120_000):
     """Wait until the script run has finished and no element is still a loading placeholder."""
     tab.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout)
-    tab.wait_for_function(
-        "!document.querySelector('[data-testid=\"stStatusWidget\"]') && "
-        "!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=timeout)
+    tab.wait_for_function(SETTLED, timeout=timeout)
     tab.wait_for_timeout(500)
 
 
@@ -104,3 +104,13 @@ def test_training_draws_a_falling_loss_curve(page, server):
     settle(page)
     assert_no_error(page)
     assert plot_points(page, 0, 1) >= 3  # validation points along the way
+
+
+def test_several_browsers_at_once_each_get_their_own_sentence(server, chromium_path, bundled):
+    texts = ["Our teacher explains the loss of a language model.", "Bananas are yellow and sweet.",
+             "The train to Lyon leaves at nine, said the guard."]
+    sessions = sentence_page_at_once(server, chromium_path, texts)
+    assert [s.text_shown for s in sessions] == texts
+    assert len({s.loss_shown for s in sessions}) == len(texts)  # so that a mix-up could not go unseen
+    for session in sessions:  # each page shows its own sentence's loss (batched with the others: float rounding)
+        assert float(session.loss_shown) == pytest.approx(analyse_clm(bundled, session.text).loss, abs=5e-5)

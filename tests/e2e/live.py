@@ -1,0 +1,103 @@
+"""A live lmviz: the real Streamlit server, and several real browsers using it at once.
+
+Shared by the browser tests (tests/e2e) and the load benchmark (benchmarks/reliability.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# The script run has finished and no element is still a loading placeholder.
+SETTLED = ("!document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+           "!document.querySelector('[data-testid=\"stSkeleton\"]')")
+LOSS_METRIC = "[data-testid='stMetric']:has-text('Loss: mean') [data-testid='stMetricValue']"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_server(log_path: Path):
+    """scripts/serve, exactly as the Docker image runs it, on a free loopback port; yields its URL."""
+    port = _free_port()
+    env = {**os.environ, "PORT": str(port), "ADDRESS": "127.0.0.1", "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1"}
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([str(ROOT / "scripts" / "serve")], env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            _wait_for_health(url, process)
+            yield url
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def _wait_for_health(url: str, process, seconds: float = 120) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline and process.poll() is None:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"streamlit did not answer on /_stcore/health within {seconds:.0f} s")
+
+
+@dataclass
+class SessionResult:
+    text: str  # the sentence this browser asked for
+    text_shown: str  # what its text box holds once the page has finished
+    loss_shown: str  # the page's "Loss: mean(-log p)" metric
+    seconds: float  # from opening the link to the finished page
+
+
+def sentence_page_at_once(url: str, chromium: str, texts: list[str]) -> list[SessionResult]:
+    """One browser context per text (separate cookies, so separate Streamlit sessions), all
+    opening "Your sentence" with their own ?text= at the same moment."""
+    # Playwright's async API in a thread of its own: the caller may be inside the sync API's loop.
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, _at_once(url, chromium, texts)).result()
+
+
+async def _at_once(url: str, chromium: str, texts: list[str]) -> list[SessionResult]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        tabs = []
+        for _ in texts:
+            tab = await (await browser.new_context(viewport={"width": 1400, "height": 2600})).new_page()
+            await tab.goto(url)  # the home page first: a deep link opened before any script run
+            await tab.wait_for_selector("[data-testid='stMain'] h1", timeout=120_000)  # misfires (streamlit#9992)
+            tabs.append(tab)
+        results = await asyncio.gather(*(_open_sentence(tab, url, text) for tab, text in zip(tabs, texts)))
+        await browser.close()
+        return list(results)
+
+
+async def _open_sentence(tab, url: str, text: str) -> SessionResult:
+    start = time.perf_counter()
+    await tab.goto(f"{url}/sentence?text={quote(text)}")
+    await tab.wait_for_selector(LOSS_METRIC, timeout=300_000)
+    await tab.wait_for_function(SETTLED, timeout=300_000)
+    seconds = time.perf_counter() - start
+    return SessionResult(text, await tab.get_by_label("Your text").input_value(),
+                         (await tab.inner_text(LOSS_METRIC)).strip(), seconds)
