@@ -6,12 +6,16 @@
    the page uses (lmviz.serving.Batcher): every session must get its own result
    (equal to one-at-a-time), and the latencies are reported.
 2. 1 000 analyses in one process: resident memory after warm-up, and its growth.
+3. A few real browsers (chromium) opening "Your sentence" on a real server at the same
+   moment, each with its own sentence: what each page shows is checked against
+   one-at-a-time, and the time from opening the link to the finished page is reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
+import shutil
 import statistics
 import threading
 import time
@@ -21,6 +25,7 @@ import psutil
 from lmviz.analysis import analyse_clm
 from lmviz.models import load_causal_lm
 from lmviz.serving import Batcher
+from tests.e2e.live import ROOT, running_server, sentence_page_at_once
 
 WORDS = "the a student teacher model loss learns reads writes predicts every next token word sentence".split()
 
@@ -66,9 +71,25 @@ def soak(loaded, count: int) -> dict:
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def browsers(loaded, count: int) -> dict | None:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        return None
+    texts = [sentence(100 + i) for i in range(count)]
+    with running_server(ROOT / "artifacts" / "reliability-streamlit.log") as url:
+        sentence_page_at_once(url, chromium, ["The server loads its model on the first visit."])
+        shown = sentence_page_at_once(url, chromium, texts)
+    alone = [analyse_clm(loaded, text).loss for text in texts]
+    crossed = sum(1 for s in shown if s.text_shown != s.text)
+    return {"browsers": count, "cross_talk": crossed, "loss_seconds": sorted(s.loss_seconds for s in shown),
+            "seconds": sorted(s.seconds for s in shown),
+            "max_loss_difference": max(abs(float(s.loss_shown) - a) for s, a in zip(shown, alone))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sessions and analyses (for CI)")
+    parser.add_argument("--browsers", type=int, default=5, help="real browsers at once (part 3)")
     args = parser.parse_args()
     loaded = load_causal_lm(device="cpu")
     s = sessions(loaded, 8 if args.quick else 30)
@@ -78,6 +99,15 @@ def main() -> None:
     m = soak(loaded, 50 if args.quick else 1000)
     print(f"2. {m['analyses']} analyses: resident memory {m['rss_after_warm_up_mb']:.0f} MB after warm-up, "
           f"{m['rss_end_mb']:.0f} MB at the end ({m['growth_percent']:+.1f} %); peak {m['peak_mb']:.0f} MB")
+    b = browsers(loaded, 3 if args.quick else args.browsers)
+    if b is None:
+        print("3. skipped: chromium is not installed (apt-get install chromium)")
+        return
+    print(f"3. {b['browsers']} browsers at once on a real server: {b['cross_talk']} showed another session's text; "
+          f"largest difference between a page's loss and one-at-a-time {b['max_loss_difference']:.1e} "
+          f"(the page shows 5 decimals); from opening the link to the loss on screen "
+          f"{', '.join(f'{t:.1f}' for t in b['loss_seconds'])} s, to the whole page drawn "
+          f"{', '.join(f'{t:.1f}' for t in b['seconds'])} s")
 
 
 if __name__ == "__main__":
