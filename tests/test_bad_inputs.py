@@ -58,15 +58,15 @@ def test_your_sentence_page_from_a_link(case):
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["text"] = case["text"]
     at.run()
-    assert_sane(at.switch_page("pages/your_sentence.py").run())
+    assert_sane(at.switch_page("app_pages/your_sentence.py").run())
 
 
 @pytest.mark.parametrize("case", PAGE_CASES, ids=PAGE_IDS)
 @pytest.mark.parametrize("page, fill", [
-    ("pages/masked_lm.py", lambda at, text: at.text_area(key="mlm_text").input(text[:1000])),
-    ("pages/next_sentence.py", lambda at, text: at.text_input(key="nsp_a").input(text[:500])),
-    ("pages/bert_loss.py", lambda at, text: at.text_input(key="bert_b").input(text[:500])),
-    ("pages/batches.py", lambda at, text: at.text_area(key="batch_text").input(text[:1000] + "\nThe cat sat.")),
+    ("app_pages/masked_lm.py", lambda at, text: at.text_area(key="mlm_text").input(text[:1000])),
+    ("app_pages/next_sentence.py", lambda at, text: at.text_input(key="nsp_a").input(text[:500])),
+    ("app_pages/bert_loss.py", lambda at, text: at.text_input(key="bert_b").input(text[:500])),
+    ("app_pages/batches.py", lambda at, text: at.text_area(key="batch_text").input(text[:1000] + "\nThe cat sat.")),
 ], ids=["masked-lm", "nsp", "bert-loss", "batches"])
 def test_text_taking_pages(case, page, fill):
     at = open_page(page)
@@ -80,6 +80,6 @@ def test_a_malformed_model_in_the_link_is_explained(model, monkeypatch):
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["model"] = model
     at.run()
-    at.switch_page("pages/your_sentence.py").run()
+    at.switch_page("app_pages/your_sentence.py").run()
     assert_sane(at)
     assert at.error and at.metric  # one sentence, then the bundled model

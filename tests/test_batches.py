@@ -167,7 +167,7 @@ def metrics_of(at) -> dict:
 
 
 def test_batches_page_shows_the_librarys_numbers(bundled):
-    at = open_page("pages/batches.py")
+    at = open_page("app_pages/batches.py")
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     sequences = encode_sentences(bundled.tokenizer, at.text_area(key="batch_text").value.splitlines())
     pad, eos = bundled.tokenizer.pad_token_id, bundled.tokenizer.eos_token_id
@@ -201,7 +201,7 @@ def test_batches_page_shows_the_librarys_numbers(bundled):
 
 @pytest.mark.parametrize("text, message", [("\n   \n", "no sentence"), ("Only this one.", "only one sentence")])
 def test_batches_page_explains_too_few_sentences(text, message):
-    at = open_page("pages/batches.py")
+    at = open_page("app_pages/batches.py")
     at.text_area(key="batch_text").input(text).run()
     assert not at.exception
     assert [w.value for w in at.warning] == [f"A batch needs at least two sentences, one per line; there is {message}."]
@@ -209,7 +209,7 @@ def test_batches_page_explains_too_few_sentences(text, message):
 
 
 def test_batches_page_takes_markup_as_plain_text():
-    at = open_page("pages/batches.py")
+    at = open_page("app_pages/batches.py")
     at.text_area(key="batch_text").input("**bold** $x^2$ <b>hi</b>\n:red[b] [x](y) _under_").run()
     assert not at.exception and not at.error
     assert at.dataframe[0].value["sentence"].tolist() == ["**bold** $x^2$ <b>hi</b>", ":red[b] [x](y) _under_"]

@@ -123,7 +123,8 @@ import json
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file("app.py", default_timeout=120)
 at.query_params.update({{"model": {wide_model!r}, "text": {SHORT!r}}})
-at.switch_page("pages/your_sentence.py").run()
+at.run()  # the first run registers the pages (st.navigation)
+at.switch_page("app_pages/your_sentence.py").run()
 first = [m.value for m in at.metric]
 cap_memory(300)
 at.text_area(key="text").set_value({LONG!r}).run()

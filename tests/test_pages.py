@@ -14,7 +14,7 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
 # every page app.py registers, so that a new page cannot escape these tests
-PAGES = re.findall(r'st\.Page\("(pages/[^"]+\.py)"', Path(APP).read_text())
+PAGES = re.findall(r'st\.Page\("(app_pages/[^"]+\.py)"', Path(APP).read_text())
 
 
 def open_page(page: str) -> AppTest:
@@ -36,7 +36,7 @@ def test_every_page_opens_without_an_exception(page):
 
 
 def test_toy_page_shows_the_articles_loss():
-    at = open_page("pages/toy_example.py")
+    at = open_page("app_pages/toy_example.py")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Loss: mean(-log p)"] == "0.86302"
     assert metrics["Uniform guess: ln 10"] == "2.302585"
@@ -47,7 +47,7 @@ def test_toy_page_shows_the_articles_loss():
 
 
 def test_editing_a_probability_changes_the_loss():
-    at = open_page("pages/toy_example.py")
+    at = open_page("app_pages/toy_example.py")
     # position 1 ("I" -> "love"): raise p(love) from 0.30 to 0.90; the row then sums to 1.6 and is rescaled
     at.session_state["toy_table_0"] = {"edited_rows": {1: {"love": 0.9}}, "added_rows": [], "deleted_rows": []}
     at.run()
@@ -60,7 +60,7 @@ def test_editing_a_probability_changes_the_loss():
 
 
 def test_a_zero_true_label_probability_is_explained_not_computed():
-    at = open_page("pages/toy_example.py")
+    at = open_page("app_pages/toy_example.py")
     at.session_state["toy_table_0"] = {"edited_rows": {0: {"I": 0.0}}, "added_rows": [], "deleted_rows": []}
     at.run()
     assert not at.exception
@@ -71,7 +71,7 @@ def test_a_zero_true_label_probability_is_explained_not_computed():
 def test_your_sentence_scores_a_typed_sentence(bundled):
     from lmviz.analysis import analyse_clm
 
-    at = open_page("pages/your_sentence.py")
+    at = open_page("app_pages/your_sentence.py")
     assert not at.exception
     at.text_area(key="text").input("I love dogs not cats").run()
     assert not at.exception and not at.error
@@ -97,7 +97,7 @@ def test_your_sentence_reads_the_sentence_from_the_url(bundled):
     at.query_params["text"] = "Paris is the capital of France."
     at.query_params["bos"] = "1"
     at.run()
-    at.switch_page("pages/your_sentence.py").run()
+    at.switch_page("app_pages/your_sentence.py").run()
     assert not at.exception
     assert at.text_area(key="text").value == "Paris is the capital of France."
     expected = analyse_clm(bundled, "Paris is the capital of France.", add_bos=True)
@@ -106,7 +106,7 @@ def test_your_sentence_reads_the_sentence_from_the_url(bundled):
 
 @pytest.mark.parametrize("text, message", [("   ", "nothing to score"), ("Hi", "no next token")])
 def test_your_sentence_explains_text_with_nothing_to_predict(text, message):
-    at = open_page("pages/your_sentence.py")
+    at = open_page("app_pages/your_sentence.py")
     at.text_area(key="text").input(text).run()
     assert not at.exception
     assert any(message in w.value for w in at.warning)
@@ -115,7 +115,7 @@ def test_your_sentence_explains_text_with_nothing_to_predict(text, message):
 
 def test_your_sentence_falls_back_to_the_bundled_model_when_the_hub_is_unreachable(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    at = open_page("pages/your_sentence.py")
+    at = open_page("app_pages/your_sentence.py")
     at.text_input(key="model_name").input("gpt2-nobody-has").run()
     assert not at.exception
     assert any("cannot be reached" in e.value for e in at.error)
@@ -124,7 +124,7 @@ def test_your_sentence_falls_back_to_the_bundled_model_when_the_hub_is_unreachab
 
 
 def test_train_page_trains_a_few_steps_and_the_model_is_usable_elsewhere():
-    at = open_page("pages/train.py")
+    at = open_page("app_pages/train.py")
     assert not at.exception
     at.number_input(key="train_steps").set_value(10)
     at.button[0].click().run(timeout=300)  # "Train"
@@ -137,7 +137,7 @@ def test_train_page_trains_a_few_steps_and_the_model_is_usable_elsewhere():
     assert "10 steps" in summary and f"Validation loss {last:.3f}" in summary
     assert any("→" in t.value for t in at.text)  # the model's guesses are shown
 
-    at.switch_page("pages/your_sentence.py").run()
+    at.switch_page("app_pages/your_sentence.py").run()
     at.toggle(key="use_trained").set_value(True).run()
     assert not at.exception
     assert any("your model from the Train page" in c.value for c in at.caption)
@@ -145,7 +145,7 @@ def test_train_page_trains_a_few_steps_and_the_model_is_usable_elsewhere():
 
 
 def test_train_page_refuses_too_little_pasted_text():
-    at = open_page("pages/train.py")
+    at = open_page("app_pages/train.py")
     at.radio(key="train_source").set_value("paste text").run()
     at.text_area(key="train_text").input("One sentence. Two sentences.").run()
     at.button[0].click().run()
@@ -161,7 +161,7 @@ def test_your_sentence_shows_markup_and_odd_text_as_plain_tokens(bundled):
     from lmviz.analysis import analyse_clm
 
     text = "**bold** $x^2$ <script>alert(1)</script> [x](y) :red[b] \u202eevil 日本"
-    at = open_page("pages/your_sentence.py")
+    at = open_page("app_pages/your_sentence.py")
     at.text_area(key="text").input(text).run()
     assert not at.exception and not at.error
     expected = analyse_clm(bundled, text)
@@ -174,7 +174,7 @@ def test_your_sentence_shows_markup_and_odd_text_as_plain_tokens(bundled):
 def test_your_sentence_top_k_on_demand(bundled):
     from lmviz.analysis import analyse_clm
 
-    at = open_page("pages/your_sentence.py")
+    at = open_page("app_pages/your_sentence.py")
     at.toggle[0].set_value(True).run()
     assert not at.exception
     table = at.dataframe[0].value
@@ -187,7 +187,7 @@ def test_masked_lm_page_matches_the_library_and_rerolls():
     from lmviz.bert_analysis import analyse_mlm
     from lmviz.models import load_bert
 
-    at = open_page("pages/masked_lm.py")
+    at = open_page("app_pages/masked_lm.py")
     assert not at.exception and not at.error
     text = at.text_area(key="mlm_text").value
     expected = analyse_mlm(load_bert(), text, seed=0)
@@ -204,7 +204,7 @@ def test_masked_lm_page_matches_the_library_and_rerolls():
 
 
 def test_masked_lm_page_bad_inputs():
-    at = open_page("pages/masked_lm.py")
+    at = open_page("app_pages/masked_lm.py")
     at.text_area(key="mlm_text").input("anna").run()
     at.slider(key="mlm_rate").set_value(0.0).run()
     assert not at.exception
@@ -216,7 +216,7 @@ def test_masked_lm_page_bad_inputs():
 
 
 def test_next_sentence_page_shows_both_losses_and_the_convention():
-    at = open_page("pages/next_sentence.py")
+    at = open_page("app_pages/next_sentence.py")
     assert not at.exception and not at.error
     checks = [float(v) for v in at.dataframe[2].value["loss"].tolist()]
     assert len(checks) == 4 and max(checks) - min(checks) < 1e-5  # four ways, one number
@@ -226,7 +226,7 @@ def test_next_sentence_page_shows_both_losses_and_the_convention():
 
 
 def test_bert_loss_page_total_equals_the_models_own():
-    at = open_page("pages/bert_loss.py")
+    at = open_page("app_pages/bert_loss.py")
     assert not at.exception and not at.error
     checks = at.dataframe[0].value["loss"].tolist()
     assert checks[0] == checks[1]
@@ -240,7 +240,7 @@ def test_a_link_cannot_load_a_model_outside_the_allowed_list(monkeypatch):
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params["model"] = "/etc"
     at.run()
-    at.switch_page("pages/your_sentence.py").run()
+    at.switch_page("app_pages/your_sentence.py").run()
     assert not at.exception
     assert at.selectbox(key="model_name").value == "SmolLM2-135M-Instruct"
     assert any("does not offer" in i.value for i in at.info)
@@ -248,12 +248,12 @@ def test_a_link_cannot_load_a_model_outside_the_allowed_list(monkeypatch):
 
 
 def test_a_bert_trained_on_the_train_page_can_be_used_on_the_masked_lm_page():
-    at = open_page("pages/train.py")
+    at = open_page("app_pages/train.py")
     at.selectbox(key="train_objective").set_value("mlm").run()
     at.number_input(key="train_steps").set_value(10)
     at.button[0].click().run(timeout=300)
     assert not at.exception and at.session_state["trainer"].objective == "mlm"
-    at.switch_page("pages/masked_lm.py").run()
+    at.switch_page("app_pages/masked_lm.py").run()
     at.selectbox(key="bert_choice").set_value("your BERT from the Train page").run()
     assert not at.exception and not at.error
     assert any("trained in this session for 10 steps" in c.value for c in at.caption)

@@ -46,8 +46,6 @@ def page(browser, server):
     tab = context.new_page()
     tab.dialogs = []
     tab.on("dialog", lambda dialog: (tab.dialogs.append(dialog.message), dialog.dismiss()))
-    tab.goto(server)  # the home page first: a deep link opened before any script run shows a spurious
-    tab.wait_for_selector("[data-testid='stMain'] h1")  # "Page not found" (streamlit/streamlit#9992)
     yield tab
     assert tab.dialogs == [], f"a dialog fired: {tab.dialogs}"
     context.close()

@@ -86,8 +86,8 @@ async def _at_once(url: str, chromium: str, texts: list[str]) -> list[SessionRes
         tabs = []
         for _ in texts:
             tab = await (await browser.new_context(viewport={"width": 1400, "height": 2600})).new_page()
-            await tab.goto(url)  # the home page first: a deep link opened before any script run
-            await tab.wait_for_selector("[data-testid='stMain'] h1", timeout=120_000)  # misfires (streamlit#9992)
+            await tab.goto(url)  # every session open first, then all ask at once, as a class pressing Enter
+            await tab.wait_for_selector("[data-testid='stMain'] h1", timeout=120_000)
             tabs.append(tab)
         results = await asyncio.gather(*(_open_sentence(tab, url, text) for tab, text in zip(tabs, texts)))
         await browser.close()

@@ -6,7 +6,7 @@ import pytest
 
 from lmviz.analysis import analyse_clm
 from tests.e2e.conftest import ARTIFACTS
-from tests.e2e.live import SETTLED, sentence_page_at_once
+from tests.e2e.live import ROOT, SETTLED, running_server, sentence_page_at_once
 
 # page -> (its path, an element that is there only once the page has computed everything)
 PAGES = {"home": ("", "[data-testid='stPageLink']"), "toy": ("toy", ".js-plotly-plot g.trace"),
@@ -52,6 +52,17 @@ def test_every_page_loads_and_is_saved_as_a_screenshot(page, server, name):
     assert_no_error(page)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_a_link_to_a_page_works_as_the_first_visit_after_the_server_starts(browser):
+    """A teacher starts the server and shares a link: the first student must get the page, with
+    no "Page not found" over it (see app.py for why the pages are not in a folder named pages/)."""
+    with running_server(ROOT / "artifacts" / "first-visit.log") as url:
+        tab = browser.new_context().new_page()
+        open_page(tab, url, *PAGES["toy"])
+        tab.wait_for_timeout(1000)
+        assert "Page not found" not in tab.inner_text("body")
+        assert "0.86302" in tab.inner_text("[data-testid='stMain']")
 
 
 def test_toy_page_shows_the_articles_loss_and_its_chart(page, server):

@@ -14,7 +14,7 @@ computer, with no internet needed.
 )
 
 st.subheader("Start here")
-st.page_link("pages/toy_example.py", label="Toy example: the loss of one sentence, by hand", icon=":material/calculate:")
+st.page_link("app_pages/toy_example.py", label="Toy example: the loss of one sentence, by hand", icon=":material/calculate:")
 st.markdown(
     "A 10-word vocabulary and the sentence *I love dogs not cats*: the labels are the input shifted by one "
     "place, the probability of each true next word is picked out of a table, and the loss is the mean of "
@@ -22,20 +22,20 @@ st.markdown(
 )
 
 st.subheader("Causal language models (GPT, Llama)")
-st.page_link("pages/your_sentence.py", label="Your sentence: a real model's loss, token by token",
+st.page_link("app_pages/your_sentence.py", label="Your sentence: a real model's loss, token by token",
              icon=":material/edit_note:")
 st.markdown("Predict each next token from the ones before it; every position is scored.")
 
 st.subheader("BERT")
-st.page_link("pages/masked_lm.py", label="Masked LM: fill in the blanks", icon=":material/theater_comedy:")
-st.page_link("pages/next_sentence.py", label="Next-sentence prediction: does B follow A?",
+st.page_link("app_pages/masked_lm.py", label="Masked LM: fill in the blanks", icon=":material/theater_comedy:")
+st.page_link("app_pages/next_sentence.py", label="Next-sentence prediction: does B follow A?",
              icon=":material/compare_arrows:")
-st.page_link("pages/bert_loss.py", label="BERT's pre-training loss: both at once", icon=":material/functions:")
+st.page_link("app_pages/bert_loss.py", label="BERT's pre-training loss: both at once", icon=":material/functions:")
 st.markdown(
     "Hide about 15 % of the tokens (80 % become `[MASK]`, 10 % a random token, 10 % stay as they were) and "
     "predict the originals, scoring only those positions; and decide whether sentence B follows sentence A."
 )
 
 st.subheader("Training")
-st.page_link("pages/train.py", label="Train: watch a model learn", icon=":material/monitoring:")
+st.page_link("app_pages/train.py", label="Train: watch a model learn", icon=":material/monitoring:")
 st.markdown("Pre-train a tiny GPT or BERT from scratch and watch its loss fall toward the floor set by the data.")

@@ -124,14 +124,14 @@ if trainer is not None and trainer.history:
         st.session_state["trained_clm"] = LoadedModel(
             trainer.model, trainer.tokenizer, f"your model from the Train page ({last.step} steps)",
             "trained in this session", trainer.device, "float32", 0.0)
-        st.page_link("pages/your_sentence.py", label="Score a sentence with the model you trained",
+        st.page_link("app_pages/your_sentence.py", label="Score a sentence with the model you trained",
                      icon=":material/edit_note:")
     else:
         untrained_head = "; its next-sentence head was not trained" if trainer.objective == "mlm" else ""
         st.session_state["trained_bert"] = LoadedModel(
             trainer.model, trainer.tokenizer, "your BERT from the Train page",
             f"trained in this session for {last.step} steps{untrained_head}", trainer.device, "float32", 0.0)
-        st.page_link("pages/masked_lm.py", label="Mask a sentence for the BERT you trained",
+        st.page_link("app_pages/masked_lm.py", label="Mask a sentence for the BERT you trained",
                      icon=":material/theater_comedy:")
 else:
     st.info("Press Train. The smallest model shows a clear fall within a minute on a laptop.")
