@@ -99,7 +99,7 @@ try:
         if not problem.device.startswith("cuda") or trained is loaded:
             raise
         st.info(escape_markdown(f"{problem} This text is scored on the CPU instead."))
-        batcher = load_with_progress(model_name, "cpu", dtype, token)
+        batcher = load_with_progress(loaded.name, "cpu", dtype, token)  # the model in use, maybe the fallback
         if batcher is None:
             st.stop()
         loaded, analyse = batcher.loaded, batcher.analyse
