@@ -240,6 +240,8 @@ def analyse_batch(loaded, requests: list[Request]) -> list[ClmAnalysis]:
             raise
     # Raised here, outside the except block, so that the failed attempt's tensors (held by
     # its traceback) are freed before anyone retries.
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()  # and their blocks handed back by PyTorch's caching allocator
     raise NotEnoughMemory(_memory_sentence(len(requests), width, model.config.vocab_size, device), device)
 
 
@@ -256,8 +258,6 @@ def _score_batch(loaded, requests, input_ids, attention_mask, lengths) -> list[C
 
 def _memory_sentence(texts: int, width: int, vocab_size: int, device: str) -> str:
     needed = texts * width * vocab_size * 4  # float32 logits: the largest tensor of a forward pass
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
     what = "this text's" if texts == 1 else f"these {texts} texts'"
     return (f"The {device} ran out of memory: the model's scores for {what} {width} tokens alone take "
             f"{needed / 2**20:,.0f} MB ({texts} × {width} positions × {vocab_size:,} vocabulary entries × 4 bytes).")

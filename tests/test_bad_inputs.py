@@ -49,6 +49,10 @@ def assert_sane(at: AppTest):
     said = [e.value for e in at.error] + [w.value for w in at.warning] + [i.value for i in at.info]
     assert at.metric or said, "neither a result nor a sentence"
     assert all("nan" not in m.value.lower() for m in at.metric)
+    assert_no_live_markup(at)
+
+
+def assert_no_live_markup(at: AppTest):
     for element in list(at.markdown) + list(at.caption) + list(at.info) + list(at.warning) + list(at.error):
         assert not any(raw.search(element.value) for raw in LIVE_MARKUP), element.value
 
@@ -72,6 +76,34 @@ def test_text_taking_pages(case, page, fill):
     at = open_page(page)
     fill(at, case["text"])
     assert_sane(at.run(timeout=120))
+
+
+# Enough ordinary text to train on (45 sentences, in stories of five); a bad case goes in the middle,
+# inside a training story (the first story is held out for validation).
+ORDINARY = [f"The student reads page {i} of the book." for i in range(45)]
+
+
+def among_ordinary(text: str) -> str:
+    return " ".join([*ORDINARY[:22], text, *ORDINARY[22:]])
+
+
+@pytest.mark.parametrize("case", PAGE_CASES, ids=PAGE_IDS)
+@pytest.mark.parametrize("among_ordinary_text", [False, True], ids=["alone", "among ordinary text"])
+def test_train_page_with_pasted_text(case, among_ordinary_text):
+    at = open_page("app_pages/train.py")
+    at.radio(key="train_source").set_value("paste text").run()
+    at.text_area(key="train_text").input(among_ordinary(case["text"]) if among_ordinary_text else case["text"]).run()
+    at.number_input(key="train_steps").set_value(10)
+    at.button[0].click().run(timeout=300)  # "Train"
+    assert not at.exception, at.exception
+    assert_no_live_markup(at)
+    if at.error:  # too little text to train on: one sentence that says so
+        assert len(at.error) == 1 and "sentences" in at.error[0].value
+        assert not among_ordinary_text, at.error[0].value
+        return
+    history = at.session_state["trainer"].history
+    assert len(history) == 10 and all(math.isfinite(r.train_loss) for r in history)
+    assert any("Validation loss" in m.value for m in at.markdown)
 
 
 @pytest.mark.parametrize("model", ["x" * 5000, "../../../etc", "https://evil.example/model", "gpt2\n<script>"])
