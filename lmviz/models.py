@@ -16,6 +16,7 @@ import importlib.metadata
 import os
 import shutil
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +147,9 @@ def _save_atomically(model, tokenizer, folder: Path) -> str | None:
 # The next load takes it instead of reading the cache folder; when the folder could not be
 # written it stays here, so the process never dequantises twice.
 _dequantised: dict[Path, tuple] = {}
+# A class opening the app together on a cold start would otherwise start one dequantisation per
+# session (each ~40 s of CPU and its own copy of the weights): the first does it, the rest wait.
+_bundled_lock = threading.Lock()
 
 
 def _dequantise(gguf: Path, folder: Path, progress: Progress) -> None:
@@ -165,7 +169,11 @@ def load_bundled(progress: Progress | None = None):
     gguf = bundled_gguf()
     if gguf is None:
         return None
-    folder = _dequantised_folder(gguf)
+    with _bundled_lock:
+        return _load_bundled(gguf, _dequantised_folder(gguf), progress)
+
+
+def _load_bundled(gguf: Path, folder: Path, progress: Progress):
     if folder not in _dequantised and (folder / "config.json").is_file():
         progress(0.5, "Loading the bundled model from lmviz's cache…")
         # The folder holds a tokenizer.json: PreTrainedTokenizerFast reads it in 0.2 s, where
@@ -195,8 +203,9 @@ def prepare_bundled(progress: Progress | None = None) -> None:
     if gguf is None:
         return
     folder = _dequantised_folder(gguf)
-    if folder not in _dequantised and not (folder / "config.json").is_file():
-        _dequantise(gguf, folder, progress or (lambda fraction, message: None))
+    with _bundled_lock:
+        if folder not in _dequantised and not (folder / "config.json").is_file():
+            _dequantise(gguf, folder, progress or (lambda fraction, message: None))
 
 
 # What each kind of model is, for loading and for messages.

