@@ -202,10 +202,16 @@ def prepare_bundled(progress: Progress | None = None) -> None:
     gguf = bundled_gguf()
     if gguf is None:
         return
+    progress = progress or (lambda fraction, message: None)
     folder = _dequantised_folder(gguf)
-    with _bundled_lock:
+    if not _bundled_lock.acquire(blocking=False):
+        progress(0.0, "Another visitor is starting the bundled model; waiting for it (the first start takes ~40 s)…")
+        _bundled_lock.acquire()
+    try:
         if folder not in _dequantised and not (folder / "config.json").is_file():
-            _dequantise(gguf, folder, progress or (lambda fraction, message: None))
+            _dequantise(gguf, folder, progress)
+    finally:
+        _bundled_lock.release()
 
 
 # What each kind of model is, for loading and for messages.

@@ -156,12 +156,15 @@ def test_a_class_starting_at_once_dequantises_the_bundled_model_once(tmp_path, m
     monkeypatch.setattr(models, "_load_from_gguf", slow_dequantisation)
     monkeypatch.setattr(models, "_dequantised", {})
     monkeypatch.setenv("LMVIZ_CACHE", str(tmp_path))
-    gate, outcomes = threading.Barrier(6), []
+    gate, outcomes, shown = threading.Barrier(6), [], []
 
     def student(i):
         gate.wait()
         try:  # a page prepares with progress, then its cached loader loads
-            models.prepare_bundled() if i % 2 else outcomes.append(models.load_bundled()[2])
+            if i % 2:
+                models.prepare_bundled(lambda fraction, message: shown.append(message))
+            else:
+                outcomes.append(models.load_bundled()[2])
         except Exception as error:
             outcomes.append(error)
 
@@ -171,4 +174,5 @@ def test_a_class_starting_at_once_dequantises_the_bundled_model_once(tmp_path, m
     for t in threads:
         t.join()
     assert len(calls) == 1
+    assert sum("Another visitor is starting the bundled model" in m for m in shown) >= 2  # the waiting pages say so
     assert len(outcomes) == 3 and all(isinstance(o, str) and "bundled with" in o for o in outcomes), outcomes
