@@ -87,7 +87,6 @@ else:
     loaded, analyse = batcher.loaded, batcher.analyse
 
 
-
 def score(loaded, analyse):
     return get_analysis(analyse, (loaded.name, id(loaded.model), loaded.device, loaded.dtype), text, add_bos, 5)
 

@@ -171,7 +171,7 @@ def serve_class(loaded, sentences: list[str]) -> dict:
     return {"requests": len(sentences), "serial_p50_ms": pct(serial, 50), "serial_p95_ms": pct(serial, 95),
             "serial_per_s": len(sentences) / serial_total, "batched_p50_ms": pct(latencies, 50),
             "batched_p95_ms": pct(latencies, 95), "batched_per_s": len(sentences) / batched_total,
-            "speedup": serial_total / batched_total, "batch_sizes": batcher.batch_sizes,
+            "speedup": serial_total / batched_total, "batch_sizes": list(batcher.batch_sizes),
             "max_nll_difference": worst}
 
 

@@ -55,7 +55,7 @@ def sessions(loaded, count: int) -> dict:
     difference = max(abs(a.nll - b.nll) for r, s in zip(results, alone) for a, b in zip(r.rows, s.rows))
     q = statistics.quantiles(latencies, n=100)
     return {"sessions": count, "cross_talk": crossed, "max_nll_difference": difference, "p50_ms": q[49] * 1000,
-            "p95_ms": q[94] * 1000, "batches": batcher.batch_sizes}
+            "p95_ms": q[94] * 1000, "batches": list(batcher.batch_sizes)}
 
 
 def soak(loaded, count: int) -> dict:

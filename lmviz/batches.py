@@ -27,7 +27,8 @@ MAX_TOKENS_PER_SENTENCE = 64
 def encode_sentences(tokenizer, lines: list[str], max_tokens: int = MAX_TOKENS_PER_SENTENCE) -> list[list[int]]:
     """Token ids of each non-empty line, as a pre-training document: the start
     token, the words, then the tokenizer's EOS (so the model learns where text ends).
-    Raises NothingToScore unless there are at least two sentences."""
+    Raises NothingToScore unless there are two to MAX_SENTENCES sentences of at most
+    ``max_tokens`` tokens each (a cut sentence would get an EOS it does not have)."""
     sentences = [line.strip() for line in lines if line.strip()]
     if len(sentences) < 2:
         found = "no sentence" if not sentences else "only one sentence"
@@ -35,8 +36,14 @@ def encode_sentences(tokenizer, lines: list[str], max_tokens: int = MAX_TOKENS_P
     if len(sentences) > MAX_SENTENCES:
         raise NothingToScore(f"Type at most {MAX_SENTENCES} sentences; there are {len(sentences)}.")
     end = tokenizer.eos_token_id
-    return [encode(tokenizer, s, add_bos=True, max_tokens=max_tokens)[0] + ([end] if end is not None else [])
-            for s in sentences]
+    sequences = []
+    for number, sentence in enumerate(sentences, 1):
+        ids, cut_from = encode(tokenizer, sentence, add_bos=True, max_tokens=max_tokens)
+        if cut_from is not None:
+            raise NothingToScore(f"Sentence {number} has {cut_from} tokens; this page takes at most {max_tokens} "
+                                 "per sentence. Shorten it, or put its parts on lines of their own.")
+        sequences.append(ids + ([end] if end is not None else []))
+    return sequences
 
 
 def pad_batch(sequences: list[list[int]], pad_id: int, side: str = "right") -> tuple[torch.Tensor, torch.Tensor]:

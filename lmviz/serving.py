@@ -10,6 +10,7 @@ own result.
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -28,7 +29,8 @@ class Batcher:
     def __init__(self, loaded, window: float = WINDOW_SECONDS, max_batch: int = MAX_BATCH):
         self.loaded, self.window, self.max_batch = loaded, window, max_batch
         self._requests: queue.Queue = queue.Queue()
-        self.batch_sizes: list[int] = []  # what was served together, for the benchmark
+        # what was served together, for the benchmark; bounded, as a server runs for a whole course
+        self.batch_sizes: collections.deque[int] = collections.deque(maxlen=10_000)
         threading.Thread(target=self._serve, daemon=True, name="lmviz-batcher").start()
 
     def analyse(self, text: str, add_bos: bool = False, top_k: int = 5) -> ClmAnalysis:

@@ -155,7 +155,8 @@ def test_encode_sentences_frames_each_line_and_needs_two(tiny_tokenizer):
     assert [s[0] for s in sequences] == [start, start] and [s[-1] for s in sequences] == [end, end]
     assert sequences[0][1:-1] == tiny_tokenizer("the cat sat", add_special_tokens=False)["input_ids"]
     for lines, message in [(["", "  "], "no sentence"), (["the cat"], "only one sentence"),
-                           (["a"] * (MAX_SENTENCES + 1), "at most")]:
+                           (["a"] * (MAX_SENTENCES + 1), "at most"),
+                           (["the cat", "the cat " * 40], "Sentence 2 has 81 tokens; this page takes at most 64")]:
         with pytest.raises(NothingToScore, match=message):
             encode_sentences(tiny_tokenizer, lines)
 

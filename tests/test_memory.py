@@ -97,7 +97,7 @@ def ask(name, text):
 threads = [threading.Thread(target=ask, args=a) for a in (("long", {LONG!r}), ("short", {SHORT!r}))]
 for t in threads: t.start()
 for t in threads: t.join()
-print(json.dumps({{"outcome": outcome, "alone": [row.nll for row in alone.rows], "batches": batcher.batch_sizes}}))
+print(json.dumps({{"outcome": outcome, "alone": [row.nll for row in alone.rows], "batches": list(batcher.batch_sizes)}}))
 """)
     assert out["batches"] == [2]  # they were served together, ran out, and were retried one by one
     assert isinstance(out["outcome"]["long"], str) and "ran out of memory" in out["outcome"]["long"]
