@@ -25,6 +25,9 @@ st.subheader("Causal language models (GPT, Llama)")
 st.page_link("app_pages/your_sentence.py", label="Your sentence: a real model's loss, token by token",
              icon=":material/edit_note:")
 st.markdown("Predict each next token from the ones before it; every position is scored.")
+st.page_link("app_pages/batches.py", label="Batches and padding: several sentences in one training step",
+             icon=":material/view_agenda:")
+st.markdown("Pads, -100 labels, and why the batch's loss is a mean over tokens, not over sentences.")
 
 st.subheader("BERT")
 st.page_link("app_pages/masked_lm.py", label="Masked LM: fill in the blanks", icon=":material/theater_comedy:")

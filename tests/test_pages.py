@@ -153,6 +153,13 @@ def test_train_page_refuses_too_little_pasted_text():
     assert any("at least 40 sentences" in e.value for e in at.error)
 
 
+def test_home_page_links_every_other_page():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    linked = {link.proto.page for link in at.get("page_link")}
+    registered = set(re.findall(r'url_path="([^"]+)"', Path(APP).read_text()))
+    assert linked == registered
+
+
 def test_pages_list_is_complete():
     assert len(PAGES) >= 4 and all(Path(APP).with_name(p.split("/")[0]).joinpath(p.split("/")[1]).is_file() for p in PAGES)
 

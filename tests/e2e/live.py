@@ -52,12 +52,15 @@ def running_server(log_path: Path):
 
 def _wait_for_health(url: str, process, seconds: float = 120) -> None:
     deadline = time.time() + seconds
-    while time.time() < deadline and process.poll() is None:
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {process.returncode} before it answered (see its log)")
         try:
             if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
                 return
         except OSError:
-            time.sleep(0.5)
+            pass  # not listening yet
+        time.sleep(0.5)
     raise RuntimeError(f"streamlit did not answer on /_stcore/health within {seconds:.0f} s")
 
 
