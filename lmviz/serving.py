@@ -21,6 +21,7 @@ from lmviz.analysis import ClmAnalysis, NotEnoughMemory, analyse_batch, prepare
 WINDOW_SECONDS = 0.01  # how long the first request of a batch waits for company
 MAX_BATCH = 32
 MAX_BATCH_TOKENS = 8192  # a few long texts are better scored apart: padding costs memory
+_STOP = object()  # put on the queue by close(): the serving thread ends, and lets go of the model
 
 
 class Batcher:
@@ -31,17 +32,28 @@ class Batcher:
         self._requests: queue.Queue = queue.Queue()
         # what was served together, for the benchmark; bounded, as a server runs for a whole course
         self.batch_sizes: collections.deque[int] = collections.deque(maxlen=10_000)
-        threading.Thread(target=self._serve, daemon=True, name="lmviz-batcher").start()
+        self._closed, self._closing = False, threading.Lock()
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="lmviz-batcher")
+        self._thread.start()
 
     def analyse(self, text: str, add_bos: bool = False, top_k: int = 5) -> ClmAnalysis:
         """Like lmviz.analysis.analyse_clm; bad input raises here, in the caller's thread."""
         request = prepare(self.loaded, text, add_bos, top_k)
         done: Future = Future()
-        self._requests.put((request, done))
+        with self._closing:
+            if self._closed:  # a session still holding a closed batcher: served alone, in its own thread
+                return analyse_batch(self.loaded, [request])[0]
+            self._requests.put((request, done))
         return done.result()
 
-    def _gather(self) -> list:
-        batch = [self._requests.get()]
+    def close(self) -> None:
+        """End the serving thread once the requests already queued are answered."""
+        with self._closing:
+            self._closed = True
+            self._requests.put(_STOP)
+
+    def _gather(self, first) -> list:
+        batch = [first]
         deadline = time.monotonic() + self.window
         tokens = len(batch[0][0].ids)
         while len(batch) < self.max_batch and tokens < MAX_BATCH_TOKENS:
@@ -49,13 +61,16 @@ class Batcher:
                 item = self._requests.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
+            if item is _STOP:
+                self._requests.put(item)  # served after this batch
+                break
             batch.append(item)
             tokens += len(item[0].ids)
         return batch
 
     def _serve(self) -> None:
-        while True:
-            batch = self._gather()
+        while (first := self._requests.get()) is not _STOP:
+            batch = self._gather(first)
             self.batch_sizes.append(len(batch))
             self._answer(batch)
 

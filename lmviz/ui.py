@@ -72,7 +72,8 @@ def get_model(name: str, device: str, dtype: str, token: str | None):
     return load_causal_lm(name, device=device, dtype=dtype, token=token)
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
+# on_release: a batcher dropped from the cache ends its thread, which would otherwise keep the model alive
+@st.cache_resource(show_spinner=False, max_entries=3, on_release=lambda batcher: batcher.close())
 def get_batcher(name: str, device: str, dtype: str, token: str | None):
     """Gathers the requests of all sessions that arrive together into one forward pass."""
     return Batcher(get_model(name, device, dtype, token))

@@ -37,3 +37,14 @@ def test_bad_input_fails_in_the_callers_thread_only(tiny_loaded):
     with pytest.raises(NothingToScore):
         batcher.analyse("   ")
     assert batcher.analyse("the cat sat").rows  # the batcher still serves
+
+
+def test_a_closed_batcher_ends_its_thread_and_still_answers(tiny_loaded):
+    batcher = Batcher(tiny_loaded)
+    assert batcher.analyse("the cat sat").rows
+    batcher.close()
+    batcher._thread.join(timeout=5)
+    assert not batcher._thread.is_alive()  # the thread no longer holds the model
+    late = batcher.analyse("the cat sat on a mat")  # a session that still had it is served all the same
+    alone = analyse_clm(tiny_loaded, "the cat sat on a mat")
+    assert [r.nll for r in late.rows] == pytest.approx([r.nll for r in alone.rows])
