@@ -154,12 +154,16 @@ class NspPairs:
 
 
 def _negative_candidates(a_index: int, num_sentences: int, doc_ids: list | None) -> list[int]:
-    """Sentences that do not follow sentence ``a_index``: those of other
-    documents when documents are known (as BERT did), else any sentence
-    but A itself and its true successor."""
+    """Sentences that do not follow sentence ``a_index``, taken from the B places
+    (odd indices) only: when A is a span of several sentences, as in BERT, a
+    not-next B drawn from the A places would often be longer than any true B,
+    and a model could tell the two labels apart by length alone. Of those, the
+    ones from other documents when documents are known (as BERT did), else any
+    but A's true successor."""
+    b_places = range(1, num_sentences, 2)
     if doc_ids is not None:
-        return [j for j in range(num_sentences) if doc_ids[j] != doc_ids[a_index]]
-    return [j for j in range(num_sentences) if j not in (a_index, a_index + 1)]
+        return [j for j in b_places if doc_ids[j] != doc_ids[a_index]]
+    return [j for j in b_places if j != a_index + 1]
 
 
 def _pad_right(rows: list[list[int]], value: int) -> torch.Tensor:

@@ -110,6 +110,7 @@ def test_nsp_pairs_layout_segments_and_real_negatives():
             assert b == a + 1
         else:
             assert doc_ids[b] != doc_ids[a]  # a real sentence, from another document
+            assert b % 2 == 1  # from a B place, so it looks like a true B (see _negative_candidates)
         length = int(pairs.attention_mask[k].sum())
         row = pairs.input_ids[k, :length].tolist()
         assert row == [CLS, *sentences[a], SEP, *sentences[b], SEP]
