@@ -3,9 +3,9 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from lmviz.analysis import NothingToScore, readable_token
+from lmviz.analysis import NothingToScore, boundary_token_note, end_token_id, readable_token
 from lmviz.batches import (MAX_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
-                           labels_for, pad_batch, position_ids_for)
+                           labels_for, pad_batch, position_ids_for, reorderings)
 from lmviz.losses import IGNORE_INDEX, perplexity
 from lmviz.models import DEFAULT_MODEL, default_dtype
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt
@@ -19,17 +19,17 @@ SIDES = ("right", "left")
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def score_batches(_model, model_key: tuple, sequences: list, pad_id: int, eos_id: int | None) -> dict:
-    """Per text, per model: the right- and left-padded batches, and the pad = EOS labels."""
+def score_batches(_model, model_key: tuple, sequences: list, pad_id: int, end_id: int | None) -> dict:
+    """Per text, per model: the right- and left-padded batches, and the labels when pad = the end token."""
     results = {}
     for side in SIDES:
         ids, mask = pad_batch(sequences, pad_id, side)
         labels = labels_for(ids, mask)
         results[side] = (ids, mask, labels, batch_losses(_model, ids, mask, labels))
-    if eos_id is not None:
-        ids, mask = pad_batch(sequences, eos_id, "right")
-        labels = labels_for(ids, mask, mask_by="pad_id", pad_id=eos_id)
-        results["pad = EOS"] = (ids, mask, labels, batch_losses(_model, ids, mask, labels))
+    if end_id is not None:
+        ids, mask = pad_batch(sequences, end_id, "right")
+        labels = labels_for(ids, mask, mask_by="pad_id", pad_id=end_id)
+        results["pad = end"] = (ids, mask, labels, batch_losses(_model, ids, mask, labels))
     return results
 
 
@@ -82,15 +82,19 @@ try:
 except NothingToScore as problem:
     st.warning(str(problem))
     st.stop()
-eos_id = tokenizer.eos_token_id
-pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+start_id, end_id = sequences[0][0], end_token_id(tokenizer)
+pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end_id
 model_key = (loaded.name, loaded.device, loaded.dtype)
-results = score_batches(model, model_key, sequences, pad_id, eos_id)
+results = score_batches(model, model_key, sequences, pad_id, end_id)
 sentences = [line.strip() for line in text.splitlines() if line.strip()]
 names = [f"sentence {n + 1}" for n in range(len(sequences))]
-st.caption(escape_markdown(f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}. Each sentence starts "
-                           f"with {token(sequences[0][0])} and ends with the EOS token {token(eos_id)}, "
-                           "as a document does in pre-training."))
+markers = [boundary_token_note(tokenizer, i) for i in dict.fromkeys((start_id, end_id)) if i is not None]
+st.caption(escape_markdown(
+    f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}. Each sentence is written as a pre-training "
+    f"document: it starts with {token(start_id)}"
+    + (f" and ends with {token(end_id)}. " if end_id is not None else ". ") + " ".join(markers)
+    + " So a sentence's loss here differs from Your sentence's, which adds no end token and a start token "
+      "only when asked."))
 
 st.subheader("1. Each sentence on its own")
 right = results["right"][3]
@@ -102,8 +106,11 @@ st.dataframe(pd.DataFrame({
     "mean loss": [fmt(v) for v in right.sentence_losses],
     "perplexity": [fmt(perplexity(v), PERPLEXITY_DIGITS) for v in right.sentence_losses],
 }), hide_index=True)
-st.caption("A grammatical sentence and the same words scrambled: the model finds the scrambled one far less likely. "
-           "These numbers come from the padded batch below and equal each sentence scored alone.")
+for i, j in reorderings(sentences):
+    likelier = "less" if right.sentence_losses[j] > right.sentence_losses[i] else "more"
+    st.caption(f"Sentence {j + 1} has the words of sentence {i + 1} in another order: the model finds it {likelier} "
+               f"likely (mean loss {fmt(right.sentence_losses[j])} against {fmt(right.sentence_losses[i])}).")
+st.caption("These numbers come from the padded batch below and equal each sentence scored alone.")
 
 st.subheader("2. The padded batch")
 for tab, side in zip(st.tabs(["Right padding", "Left padding"]), SIDES):
@@ -154,21 +161,28 @@ st.markdown(f"(a) − (b) = {fmt(accumulation.averaged - accumulation.summed, CH
             f"(they differ by {abs(accumulation.summed - right.model_loss):.1e}: float32 rounding, as the "
             "micro-batches add their numbers in another order).")
 
-st.subheader("5. When the pad token is the EOS token")
-if eos_id is None:
-    st.info("This tokenizer has no EOS token, so this trap cannot happen with it.")
+st.subheader("5. When the pad token is the end-of-text token")
+if end_id is None:
+    st.info("This tokenizer has no end-of-text token, so this trap cannot happen with it.")
 else:
-    ids, mask, labels, bug = results["pad = EOS"]
-    eos_shown = escape_markdown(token(eos_id))
-    st.markdown(("This model's tokenizer uses" if pad_id == eos_id else "Suppose a tokenizer used")
-                + f" {eos_shown} as both the pad and the end-of-text token. A collator that builds labels "
-                  "by masking every pad id masks each sentence's real EOS too:")
+    ids, mask, labels, bug = results["pad = end"]
+    end_shown = escape_markdown(token(end_id))
+    lost = sum(right.sentence_counts) - sum(bug.sentence_counts)
+    st.markdown((f"This model's tokenizer pads with {end_shown}, the token each sentence ends with."
+                 if pad_id == end_id else
+                 f"This model's tokenizer pads with {escape_markdown(token(pad_id))}. Suppose it padded with "
+                 f"{end_shown}, the token each sentence ends with, as code often does for a tokenizer without a "
+                 "pad token (`tokenizer.pad_token = tokenizer.eos_token`).")
+                + " Hugging Face's `DataCollatorForLanguageModeling(mlm=False)`, the usual collator for causal-LM "
+                  "training, builds the labels with `labels[labels == pad_token_id] = -100`: it masks each "
+                  f"sentence's real end token too. Here that drops {lost} of the batch's "
+                  f"{sum(right.sentence_counts)} predictions, the end of every sentence:")
     st.dataframe(grid(labels.tolist(), names))
     left, middle, end = st.columns(3)
     left.metric("Loss, labels from the attention mask", fmt(right.model_loss, CHECK_DIGITS))
     middle.metric("Loss, labels that mask every pad id", fmt(bug.model_loss, CHECK_DIGITS))
-    end.metric("EOS predictions lost", sum(right.sentence_counts) - sum(bug.sentence_counts))
+    end.metric("End-of-text predictions lost", lost)
     st.markdown("The model is never asked to predict the end of a text, so it never learns to stop. "
-                "Build the labels from the attention mask, or use a pad token that is not EOS.")
+                "Build the labels from the attention mask, or pad with a token that never ends a text.")
 
 show_code(pad_batch, labels_for, position_ids_for, count_items, batch_losses, gradient_accumulation, encode_sentences)

@@ -3,7 +3,8 @@ import streamlit as st
 from lmviz import plots
 from lmviz.corpus import MAX_USER_TEXT_BYTES, corpus_from_text, generate_corpus
 from lmviz.models import LoadedModel, pick_device
-from lmviz.training import OBJECTIVES, PRESETS, Trainer, compute_loss, make_batch
+from lmviz.training import (OBJECTIVES, PART_UNITS, PRESETS, VALIDATION_ENTROPY, Trainer, compute_loss,
+                             loss_parts, make_batch)
 from lmviz.ui import show_code
 
 REDRAW_EVERY = 5  # steps between chart updates: drawing costs more than a tiny model's step
@@ -33,11 +34,8 @@ def read_user_text() -> str | None:
 
 def draw(trainer: Trainer, chart, progress, target_step: int | None = None) -> None:
     history = trainer.history
-    validated = [r for r in history if r.validation_loss is not None]
-    chart.plotly_chart(plots.training_curves(
-        [r.step for r in history], [r.train_loss for r in history],
-        [r.step for r in validated], [r.validation_loss for r in validated], trainer.reference_lines,
-    ), key=f"training_curves_{len(history)}")
+    chart.plotly_chart(plots.training_curves(history, trainer.reference_lines, PART_UNITS),
+                       key=f"training_curves_{len(history)}")
     if target_step:
         progress.progress(min(1.0, trainer.step / target_step),
                           text=f"step {trainer.step} of {target_step} — {history[-1].seconds:.0f} s")
@@ -45,14 +43,16 @@ def draw(trainer: Trainer, chart, progress, target_step: int | None = None) -> N
 
 st.title("Train: watch a model learn")
 st.markdown(
-    "A model starts knowing nothing: its loss is about ln V, the loss of a uniform guess over its V tokens. "
-    "Each training step shows it a batch of text, computes the loss with lmviz's own loss functions, and "
-    "nudges the weights downhill. Watch the loss fall toward the floor set by the data itself."
+    "A model starts knowing nothing: its token loss is about ln V, the loss of a uniform guess over its V "
+    "tokens (and its next-sentence loss about ln 2, a uniform guess between two answers). Each training step "
+    "shows it a batch of text, computes the loss with lmviz's own loss functions, and nudges the weights downhill."
 )
 with st.expander("What the model learns from: lmviz's generated stories"):
     st.markdown("lmviz writes short stories with a random generator of its own, so it knows the exact "
-                "probability of every word, and therefore the lowest loss any model can reach on them "
-                "(the data's own entropy). Three examples:")
+                "probability of every story it writes. Divided by the number of tokens, -log of it is the "
+                "stories' own entropy: on average, no model that predicts each **next** token from the ones "
+                "before it can score below it. A masked LM is not bound by it: it sees the words on both sides "
+                "of a gap, which tell it more than the words before. Three examples:")
     for text in stories_example(0):
         st.text(text)
 
@@ -115,9 +115,16 @@ if trainer is not None and trainer.history:
     if not start:
         draw(trainer, chart, progress)
     last = trainer.history[-1]
-    validated = [r for r in trainer.history if r.validation_loss is not None]
+    validation = [r for r in trainer.history if r.validation is not None][-1].validation
+    parts = ", ".join(f"{part} {value:.3f}" for part, value in validation.items())
+    total = f" (sum {sum(validation.values()):.3f}, the number training lowers)" if len(validation) > 1 else ""
     st.markdown(f"**{OBJECTIVES[trainer.objective]}**, model size {trainer.preset}, on {trainer.device}: "
-                f"{last.step} steps in {last.seconds:.0f} s. Validation loss {validated[-1].validation_loss:.3f}.")
+                f"{last.step} steps in {last.seconds:.0f} s. Validation loss: {parts}{total}.")
+    if VALIDATION_ENTROPY in trainer.reference_lines.get("next token", {}):
+        st.caption(f"The dotted line labelled “{VALIDATION_ENTROPY}” is where the validation curve levels off for a "
+                   "model that has learnt the generator exactly. The training curve is measured on a different "
+                   "batch of stories at every step; some batches happen to be easier than the validation "
+                   "stories, so the training curve can dip below the line.")
     if not start:
         show_guesses()
     if trainer.objective == "clm":
@@ -136,4 +143,4 @@ if trainer is not None and trainer.history:
 else:
     st.info("Press Train. The smallest model shows a clear fall within a minute on a laptop.")
 
-show_code(Trainer.train_step, compute_loss, make_batch)
+show_code(Trainer.train_step, compute_loss, loss_parts, make_batch)

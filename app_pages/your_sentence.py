@@ -5,13 +5,15 @@ import pandas as pd
 import streamlit as st
 
 from lmviz import plots
-from lmviz.analysis import NotEnoughMemory, NothingToScore, analyse_batch, analyse_clm, score_positions, valid_text
+from lmviz.analysis import (NotEnoughMemory, NothingToScore, analyse_batch, analyse_clm, boundary_token_note,
+                            length_limit, readable_token, score_positions, start_token_id, valid_text)
 from lmviz.models import DEFAULT_MODEL, DTYPES, allowed_models, available_devices, default_dtype
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
 from lmviz.ui import escape_markdown, load_with_progress, show_code
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
+START_LABEL = "Start with a start-of-text token"
 # -log p thresholds for the coloured sentence, and what each colour means.
 LOSS_COLOURS = [(1.0, "green", "< 1 (p > 0.37)"), (3.0, "orange", "1 to 3"), (6.0, "red", "3 to 6"),
                 (float("inf"), "violet", "≥ 6 (p < 0.0025)")]
@@ -29,6 +31,17 @@ def coloured_sentence(result) -> str:
         colour = next((c for limit, c, _ in LOSS_COLOURS if row.nll < limit), LOSS_COLOURS[-1][1])
         pieces.append(f":{colour}-background[{escape_markdown(row.target_token)}]")
     return " ".join(pieces)
+
+
+def start_marker_sentence(tokenizer, result) -> str:
+    """Which start token was added (read from the scored ids), or which one the checkbox would add."""
+    if result.bos_added:
+        return f"The first token is the start marker you asked for: {boundary_token_note(tokenizer, result.input_ids[0])}"
+    try:
+        start = readable_token(tokenizer, start_token_id(tokenizer))
+    except NothingToScore as problem:  # a tokenizer with no start or end token at all
+        return str(problem)
+    return f"Tick '{START_LABEL}' to put {start} before the text, so that the first word is predicted too."
 
 
 def spreadsheet_safe(value):
@@ -69,8 +82,9 @@ if len(url_text) > MAX_CHARS:
     url_text = url_text[:MAX_CHARS]
 text = st.text_area("Your text", value=url_text, max_chars=MAX_CHARS, key="text")
 add_bos = st.checkbox(
-    "Start with the BOS token", value=params.get("bos") == "1", key="bos",
-    help="Without it, the first token has nothing before it to be predicted from, so it gets no loss.",
+    START_LABEL, value=params.get("bos") == "1", key="bos",
+    help="Without it, the first token has nothing before it to be predicted from, so it is never a label "
+         "and gets no loss. Which token is added is said under the tokens.",
 )
 st.query_params.update({"text": text, "model": model_name, "bos": "1" if add_bos else "0"})
 
@@ -115,14 +129,12 @@ st.caption(escape_markdown(
     f"Loaded in {loaded.load_seconds:.1f} s; this forward pass took {result.forward_seconds * 1000:.0f} ms."))
 if result.truncated_from:
     st.info(escape_markdown(
-        f"The text has {result.truncated_from} tokens; only the first {len(result.tokens)} are scored "
-        f"(the model's limit). The cut comes after: {' '.join(result.tokens[-5:])}"))
+        f"The text has {result.truncated_from:,} tokens; only the first {len(result.tokens):,} are scored "
+        f"({length_limit(loaded.model)[1]}). The cut comes after: {' '.join(result.tokens[-5:])}"))
 
 st.subheader("1. The tokens the model reads")
 st.markdown(" ".join(f":gray-background[{escape_markdown(t)}]" for t in result.tokens))
-st.caption("␣ is a space that belongs to the token. " + (
-    f"The first token, {escape_markdown(result.tokens[0])}, is the start-of-text marker you asked for." if result.bos_added
-    else "Tick 'Start with the BOS token' to have the first word scored too."))
+st.caption("␣ is a space that belongs to the token. " + escape_markdown(start_marker_sentence(loaded.tokenizer, result)))
 
 st.subheader("2. Inputs and labels: the labels are the inputs shifted one place left")
 table = pd.DataFrame({

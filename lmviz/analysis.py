@@ -125,21 +125,68 @@ def valid_text(text: str) -> str:
     return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
 
 
+DOCUMENT_SEPARATOR = "<|endoftext|>"  # GPT-2's and SmolLM2's token between pre-training documents
+
+
 def start_token_id(tokenizer) -> int:
     """The token a text starts with in pre-training: the document separator
     <|endoftext|> where the vocabulary has one (GPT-2, SmolLM2; SmolLM2-Instruct's
     BOS is a chat-turn marker instead), else BOS, else EOS."""
-    separator = tokenizer.get_vocab().get("<|endoftext|>")
+    separator = tokenizer.get_vocab().get(DOCUMENT_SEPARATOR)
     for candidate in (separator, tokenizer.bos_token_id, tokenizer.eos_token_id):
         if candidate is not None:
             return candidate
     raise NothingToScore("This tokenizer has no beginning-of-sequence or end-of-sequence token to prepend.")
 
 
-def model_max_tokens(model) -> int:
-    """The longest input the model's position embeddings allow (GPT-2: 1024)."""
+def end_token_id(tokenizer) -> int | None:
+    """The token a pre-training document ends with: the document separator
+    where the vocabulary has one, else EOS (None if the tokenizer has neither)."""
+    separator = tokenizer.get_vocab().get(DOCUMENT_SEPARATOR)
+    return separator if separator is not None else tokenizer.eos_token_id
+
+
+def boundary_token_note(tokenizer, token_id: int) -> str:
+    """What ``token_id`` is, as the marker a text starts or ends with, read from
+    the tokenizer: the document separator (and then what this tokenizer's own
+    bos_token and eos_token are, when they differ from it), or its BOS or EOS token."""
+    shown = f"{readable_token(tokenizer, token_id)} (id {token_id})"
+    if token_id == tokenizer.bos_token_id:
+        return f"{shown} is this tokenizer's BOS (beginning-of-sequence) token."
+    if token_id != tokenizer.get_vocab().get(DOCUMENT_SEPARATOR):
+        return f"{shown} is this tokenizer's EOS (end-of-sequence) token."
+    note = (f"{shown} separates one document from the next in the text that models with this vocabulary are "
+            "pre-trained on: it ends one text and begins the next")
+    others = [(role, tokenizer.convert_tokens_to_ids(token)) for role, token in
+              (("bos_token", tokenizer.bos_token), ("eos_token", tokenizer.eos_token)) if token is not None]
+    others = [(role, i) for role, i in others if i != token_id]
+    if not others:
+        return note + "."
+    template = getattr(tokenizer, "chat_template", None) or ""
+    in_chat = all(tokenizer.convert_ids_to_tokens(i) in template for _, i in others)
+    named = " and ".join(f"{role} is {readable_token(tokenizer, i)} (id {i})" for role, i in others)
+    return f"{note}. This tokenizer's {named}" + (", which its chat template uses to mark chat turns." if in_chat else ".")
+
+
+def model_max_tokens(model) -> int | None:
+    """The longest input the model's position embeddings allow (GPT-2: 1024), None if its config does not say."""
     config = model.config
-    return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or MAX_TOKENS
+    return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+
+
+def length_limit(model) -> tuple[int, str]:
+    """How many tokens of one text are scored, and why: the model's own limit,
+    or lmviz's MAX_TOKENS, which keeps one text's scores (positions x vocabulary
+    floats) and its forward pass small enough for a laptop's CPU."""
+    own = model_max_tokens(model)
+    vocabulary = model.config.vocab_size
+    if own is not None and own <= MAX_TOKENS:
+        return own, f"the model's limit: it has position embeddings for {own:,} positions"
+    scores_mb = MAX_TOKENS * vocabulary * 4 / 2**20
+    takes = f"the model itself takes {own:,}" if own is not None else "the model's config gives no limit"
+    return MAX_TOKENS, (f"lmviz's limit per text, not the model's ({takes}): it keeps the scores of one text, "
+                        f"{MAX_TOKENS:,} positions × {vocabulary:,} vocabulary entries × 4 bytes = "
+                        f"{scores_mb:,.0f} MB, and its forward pass small enough for a laptop")
 
 
 def encode(tokenizer, text: str, add_bos: bool, max_tokens: int = MAX_TOKENS) -> tuple[list[int], int | None]:
@@ -156,7 +203,7 @@ def encode(tokenizer, text: str, add_bos: bool, max_tokens: int = MAX_TOKENS) ->
     if len(ids) < 2:
         raise NothingToScore(
             "There is no next token to predict: the text is a single token. Type more, "
-            "or tick 'Start with the BOS token' so that the first token is predicted from the start marker."
+            "or tick 'Start with a start-of-text token' so that the first token is predicted from the start marker."
         )
     if len(ids) > max_tokens:
         return ids[:max_tokens], len(ids)
@@ -212,7 +259,7 @@ class Request:
 def prepare(loaded, text: str, add_bos: bool = False, top_k: int = 5, max_tokens: int = MAX_TOKENS) -> Request:
     """Tokenize ``text`` for ``loaded``, cut to ``max_tokens`` or the model's own limit,
     whichever is smaller. Raises NothingToScore."""
-    ids, truncated_from = encode(loaded.tokenizer, text, add_bos, min(max_tokens, model_max_tokens(loaded.model)))
+    ids, truncated_from = encode(loaded.tokenizer, text, add_bos, min(max_tokens, length_limit(loaded.model)[0]))
     return Request(valid_text(text), ids, truncated_from, add_bos, top_k)
 
 

@@ -13,11 +13,12 @@ Shapes: B sentences, T positions after padding, V the vocabulary.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
 
-from lmviz.analysis import NothingToScore, encode
+from lmviz.analysis import NothingToScore, encode, end_token_id
 from lmviz.losses import IGNORE_INDEX, clm_loss
 
 MAX_SENTENCES = 8
@@ -26,7 +27,8 @@ MAX_TOKENS_PER_SENTENCE = 64
 
 def encode_sentences(tokenizer, lines: list[str], max_tokens: int = MAX_TOKENS_PER_SENTENCE) -> list[list[int]]:
     """Token ids of each non-empty line, as a pre-training document: the start
-    token, the words, then the tokenizer's EOS (so the model learns where text ends).
+    token, the words, then the end token (``end_token_id``: the document
+    separator where the vocabulary has one, so the model learns where text ends).
     Raises NothingToScore unless there are two to MAX_SENTENCES sentences of at most
     ``max_tokens`` tokens each (a cut sentence would get an EOS it does not have)."""
     sentences = [line.strip() for line in lines if line.strip()]
@@ -35,7 +37,7 @@ def encode_sentences(tokenizer, lines: list[str], max_tokens: int = MAX_TOKENS_P
         raise NothingToScore(f"A batch needs at least two sentences, one per line; there is {found}.")
     if len(sentences) > MAX_SENTENCES:
         raise NothingToScore(f"Type at most {MAX_SENTENCES} sentences; there are {len(sentences)}.")
-    end = tokenizer.eos_token_id
+    end = end_token_id(tokenizer)
     sequences = []
     for number, sentence in enumerate(sentences, 1):
         ids, cut_from = encode(tokenizer, sentence, add_bos=True, max_tokens=max_tokens)
@@ -44,6 +46,14 @@ def encode_sentences(tokenizer, lines: list[str], max_tokens: int = MAX_TOKENS_P
                                  "per sentence. Shorten it, or put its parts on lines of their own.")
         sequences.append(ids + ([end] if end is not None else []))
     return sequences
+
+
+def reorderings(sentences: list[str]) -> list[tuple[int, int]]:
+    """Pairs (i, j), i < j, where sentence j has exactly the words of sentence i
+    (ignoring case and punctuation) in another order."""
+    words = [re.findall(r"\w+", s.lower()) for s in sentences]
+    return [(i, j) for i in range(len(words)) for j in range(i + 1, len(words))
+            if words[i] and words[i] != words[j] and sorted(words[i]) == sorted(words[j])]
 
 
 def pad_batch(sequences: list[list[int]], pad_id: int, side: str = "right") -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,6 +6,7 @@ import html
 import math
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 LOSS_COLOUR = "#d62728"
 CURVE_COLOUR = "#1f77b4"
@@ -59,18 +60,27 @@ def token_loss_bars(labels: list[str], nll: list[float], mean_loss: float, probs
     return fig
 
 
-def training_curves(steps: list[int], train_losses: list[float], validation_steps: list[int],
-                    validation_losses: list[float], reference_lines: dict[str, float]) -> go.Figure:
-    """Loss per step while training, with the losses worth comparing to as dotted lines."""
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=steps, y=train_losses, mode="lines", name="training loss (one batch)",
-                             line={"color": CURVE_COLOUR, "width": 1}))
-    fig.add_trace(go.Scatter(x=validation_steps, y=validation_losses, mode="lines+markers", name="validation loss",
-                             line={"color": LOSS_COLOUR, "width": 2}))
-    for (label, value), colour in zip(reference_lines.items(), ["grey", "#9467bd", "#2ca02c"]):
-        fig.add_hline(y=value, line_dash="dot", line_color=colour,
-                      annotation_text=f"{plain(label)}: {value:.3f}", annotation_position="top right")
-    fig.update_layout(xaxis_title="training step", yaxis_title="loss (nats per predicted token)",
-                      yaxis_rangemode="tozero", height=450, margin={"t": 30, "b": 40},
-                      legend={"orientation": "h", "y": -0.2})
+def training_curves(history, reference_lines: dict[str, dict[str, float]], units: dict[str, str]) -> go.Figure:
+    """Loss per step while training (``history``: lmviz.training.StepRecord), one panel
+    per loss part, each with the losses worth comparing it to as dotted lines. The
+    parts of masked LM + next sentence are drawn apart: they are measured per
+    different things and start near different uniform guesses (ln V and ln 2)."""
+    parts = list(reference_lines)
+    fig = make_subplots(rows=1, cols=len(parts), subplot_titles=[f"{part} loss" for part in parts])
+    trained = [r for r in history if r.train is not None]
+    validated = [r for r in history if r.validation is not None]
+    for col, part in enumerate(parts, start=1):
+        first = col == 1  # one legend entry per kind of curve
+        fig.add_trace(go.Scatter(x=[r.step for r in trained], y=[r.train[part] for r in trained], mode="lines",
+                                 name="training loss (this step's batch)", legendgroup="train", showlegend=first,
+                                 line={"color": CURVE_COLOUR, "width": 1}), row=1, col=col)
+        fig.add_trace(go.Scatter(x=[r.step for r in validated], y=[r.validation[part] for r in validated],
+                                 mode="lines+markers", name="validation loss (fixed stories)", legendgroup="val",
+                                 showlegend=first, line={"color": LOSS_COLOUR, "width": 2}), row=1, col=col)
+        for (label, value), colour in zip(reference_lines[part].items(), ["grey", "#9467bd", "#2ca02c"]):
+            fig.add_hline(y=value, line_dash="dot", line_color=colour, row=1, col=col,
+                          annotation_text=f"{plain(label)}: {value:.3f}", annotation_position="top right")
+        fig.update_yaxes(title_text=f"loss ({units[part]})", rangemode="tozero", row=1, col=col)
+        fig.update_xaxes(title_text="training step", row=1, col=col)
+    fig.update_layout(height=450, margin={"t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2})
     return fig

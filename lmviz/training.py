@@ -26,6 +26,7 @@ OBJECTIVES = {"clm": "Causal LM (GPT)", "mlm": "Masked LM (BERT)", "mlm+nsp": "M
 # name -> (hidden size, layers, attention heads)
 PRESETS = {"tiny": (64, 2, 2), "small": (128, 4, 4), "medium": (256, 4, 4)}
 MAX_POSITIONS = 128
+VALIDATION_ENTROPY = "validation stories' own entropy"
 TOKENIZER_VOCAB_SIZE = 512  # lmviz's stories need ~200: every word whole, plus the letters
 
 
@@ -144,13 +145,37 @@ def compute_loss(model, objective: str, batch: Batch):
                      batch.masked_positions, batch.nsp_labels)
 
 
+# The loss each objective adds up, and what each part is measured per.
+PART_UNITS = {"next token": "nats per predicted token", "masked LM": "nats per selected token",
+              "next sentence": "nats per sentence pair"}
+
+
+def loss_parts(objective: str, info: dict) -> dict[str, float]:
+    """The loss split into what it sums: one part for clm and mlm, masked LM + next
+    sentence for mlm+nsp (two different units, each with its own uniform guess)."""
+    if objective == "clm":
+        return {"next token": info["loss"]}
+    if objective == "mlm":
+        return {"masked LM": info["loss"]}
+    return {"masked LM": info["mlm_loss"]["loss"], "next sentence": info["nsp_loss"]["loss"]}
+
+
 @dataclass
 class StepRecord:
     step: int
-    train_loss: float
-    validation_loss: float | None  # measured every few steps
+    train: dict[str, float] | None  # loss_parts of this step's batch; None at step 0 (before any training)
+    validation: dict[str, float] | None  # loss_parts on the validation stories, measured every few steps
     seconds: float  # since training started
     predictions: list[str] | None = None  # what the model guesses now, every few steps
+
+    @property
+    def train_loss(self) -> float | None:
+        """The number the optimizer lowers: the sum of the parts."""
+        return sum(self.train.values()) if self.train is not None else None
+
+    @property
+    def validation_loss(self) -> float | None:
+        return sum(self.validation.values()) if self.validation is not None else None
 
 
 def _top_guesses(tokenizer, logits: torch.Tensor, k: int = 3) -> str:
@@ -182,36 +207,44 @@ class Trainer:
         self._validation_batch = make_batch(objective, self.validation, self.tokenizer, seed=10**6).to(device)
 
     @functools.cached_property
-    def reference_lines(self) -> dict[str, float]:
-        """The losses to compare with, in nats per predicted token."""
+    def reference_lines(self) -> dict[str, dict[str, float]]:
+        """Per loss part, the losses to compare it with (in that part's unit)."""
         vocab_size = len(self.tokenizer)
         end = [self.tokenizer.sep_token] if self.objective == "clm" else []
         tokens = [self.tokenizer.tokenize(s.text) + end for s in self.corpus.train]
-        lines = {f"uniform guess: ln V = ln {vocab_size}": math.log(vocab_size),
-                 "unigram entropy of the corpus": unigram_entropy(tokens)}
-        floor = entropy_per_token(self.validation)
-        if self.objective == "clm" and floor is not None:
-            lines["data's own entropy (the floor)"] = floor
+        token_lines = {f"uniform guess: ln V = ln {vocab_size}": math.log(vocab_size),
+                       "unigram entropy of the corpus": unigram_entropy(tokens)}
+        if self.objective == "clm":
+            # The generator's -log p of these very stories: where the validation curve of a model that
+            # has learnt the generator exactly levels off. Only for next-token prediction: a masked LM
+            # sees both sides of each gap, and scores below it.
+            entropy = entropy_per_token(self.validation)
+            if entropy is not None:
+                token_lines[VALIDATION_ENTROPY] = entropy
+            return {"next token": token_lines}
+        lines = {"masked LM": token_lines}
+        if self.objective == "mlm+nsp":
+            lines["next sentence"] = {"uniform guess: ln 2": math.log(2)}
         return lines
 
-    def train_step(self) -> float:
+    def train_step(self) -> dict[str, float]:
         self.model.train()
         rng = random.Random(self.seed * 1_000_003 + self.step)
         stories = rng.sample(self.corpus.train, min(self.batch_size, len(self.corpus.train)))
         batch = make_batch(self.objective, stories, self.tokenizer,
                            seed=self.seed * 7919 + self.step).to(self.device)
-        loss, _ = compute_loss(self.model, self.objective, batch)
+        loss, info = compute_loss(self.model, self.objective, batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
         self.step += 1
-        return loss.item()
+        return loss_parts(self.objective, info)
 
     @torch.no_grad()
-    def validation_loss(self) -> float:
+    def validation_losses(self) -> dict[str, float]:
         self.model.eval()
-        return compute_loss(self.model, self.objective, self._validation_batch)[0].item()
+        return loss_parts(self.objective, compute_loss(self.model, self.objective, self._validation_batch)[1])
 
     def _probe(self) -> tuple[str, list[str], int]:
         """A fixed validation story to watch: (CLM prompt, its words, the word index to mask).
@@ -247,15 +280,19 @@ class Trainer:
         return lines
 
     def run(self, steps: int, eval_every: int = 10, predict_every: int = 50):
-        """Train ``steps`` more steps, yielding a StepRecord after each."""
+        """Train ``steps`` more steps, yielding a StepRecord after each (and, the first
+        time, one for step 0: the untrained model's validation loss)."""
         start = time.perf_counter() - (self.history[-1].seconds if self.history else 0.0)
+        if not self.history:  # step 0: the untrained model, where every curve starts
+            self.history.append(StepRecord(0, None, self.validation_losses(), 0.0))
+            yield self.history[-1]
         last = self.step + steps
         for _ in range(steps):
-            train_loss = self.train_step()
+            train = self.train_step()
             done = self.step == last
-            validation = self.validation_loss() if self.step % eval_every == 0 or done or self.step == 1 else None
+            validation = self.validation_losses() if self.step % eval_every == 0 or done else None
             predictions = self.predictions() if self.step % predict_every == 0 or done else None
-            record = StepRecord(self.step, train_loss, validation, time.perf_counter() - start, predictions)
+            record = StepRecord(self.step, train, validation, time.perf_counter() - start, predictions)
             self.history.append(record)
             yield record
 

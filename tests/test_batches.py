@@ -1,15 +1,20 @@
 """lmviz.batches against Hugging Face GPT-2's own loss on padded batches and
 against each sentence scored alone; then the "Batches and padding" page."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.analysis import NothingToScore
+from transformers import DataCollatorForLanguageModeling
+
+from lmviz.analysis import NothingToScore, boundary_token_note, end_token_id, readable_token
 from lmviz.batches import (MAX_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
-                           labels_for, pad_batch)
+                           labels_for, pad_batch, reorderings)
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt
-from lmviz.losses import perplexity
+from lmviz.losses import IGNORE_INDEX, perplexity
+from lmviz.ui import escape_markdown
 from tests.test_pages import open_page
 
 PAD = 0  # the tiny GPT-2 has no pad token; 0 is never a real token in SENTENCES
@@ -171,7 +176,7 @@ def test_batches_page_shows_the_librarys_numbers(bundled):
     at = open_page("app_pages/batches.py")
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     sequences = encode_sentences(bundled.tokenizer, at.text_area(key="batch_text").value.splitlines())
-    pad, eos = bundled.tokenizer.pad_token_id, bundled.tokenizer.eos_token_id
+    pad, end = bundled.tokenizer.pad_token_id, end_token_id(bundled.tokenizer)
     ids, mask = pad_batch(sequences, pad, "right")
     expected = batch_losses(bundled.model, ids, mask, labels_for(ids, mask))
     shown = metrics_of(at)
@@ -187,10 +192,17 @@ def test_batches_page_shows_the_librarys_numbers(bundled):
     assert shown["(a) Mean of the micro-batch means"] == fmt(accumulation.averaged, CHECK_DIGITS)
     assert shown["(b) Sum ÷ all counted tokens"] == fmt(accumulation.summed, CHECK_DIGITS)
     assert float(shown["(b) Sum ÷ all counted tokens"]) == pytest.approx(float(shown["The full batch's loss"]), abs=1e-5)
-    eos_ids, eos_mask = pad_batch(sequences, eos, "right")
-    bug = batch_losses(bundled.model, eos_ids, eos_mask, labels_for(eos_ids, eos_mask, mask_by="pad_id", pad_id=eos))
+    end_ids, end_mask = pad_batch(sequences, end, "right")
+    bug = batch_losses(bundled.model, end_ids, end_mask, labels_for(end_ids, end_mask, mask_by="pad_id", pad_id=end))
     assert shown["Loss, labels that mask every pad id"] == fmt(bug.model_loss, CHECK_DIGITS)
-    assert shown["EOS predictions lost"] == str(len(sequences))
+    # the collator the page names, run for real on the same sentences with the end token as its pad
+    collator_tokenizer = copy.deepcopy(bundled.tokenizer)
+    collator_tokenizer.pad_token = collator_tokenizer.convert_ids_to_tokens(end)
+    collated = DataCollatorForLanguageModeling(collator_tokenizer, mlm=False)([{"input_ids": s} for s in sequences])
+    assert torch.equal(collated["labels"], labels_for(end_ids, end_mask, mask_by="pad_id", pad_id=end))
+    real_ends_lost = sum(int(collated["labels"][row, len(s) - 1] == IGNORE_INDEX) for row, s in enumerate(sequences))
+    assert shown["End-of-text predictions lost"] == str(real_ends_lost) == str(len(sequences))
+    assert "DataCollatorForLanguageModeling(mlm=False)" in " ".join(m.value for m in at.markdown)
 
     at.number_input(key="micro_batch_size").set_value(len(sequences)).run()  # one micro-batch: (a) = (b)
     assert not at.exception
@@ -198,6 +210,32 @@ def test_batches_page_shows_the_librarys_numbers(bundled):
     full = float(shown["The full batch's loss"])
     assert float(shown["(a) Mean of the micro-batch means"]) == pytest.approx(full, abs=1e-5)
     assert float(shown["(b) Sum ÷ all counted tokens"]) == pytest.approx(full, abs=1e-5)
+
+
+def test_batches_page_names_the_tokens_it_really_adds(bundled):
+    """Each sentence is framed by the document separator of pre-training, not by the
+    chat-turn markers that SmolLM2-Instruct's tokenizer calls bos and eos; the page says so."""
+    tokenizer = bundled.tokenizer
+    sequences = encode_sentences(tokenizer, ["The cat sat on the mat.", "Mat the on cat sat the."])
+    separator = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert {s[0] for s in sequences} == {s[-1] for s in sequences} == {separator}
+    assert tokenizer.eos_token_id != separator  # <|im_end|>: what a page must not call the end of a document
+    at = open_page("app_pages/batches.py")
+    caption = next(c.value for c in at.caption if escape_markdown("pre-training document") in c.value)
+    assert escape_markdown(boundary_token_note(tokenizer, separator)) in caption
+    assert escape_markdown(f"ends with {readable_token(tokenizer, separator)}.") in caption
+    assert escape_markdown("eos_token is " + readable_token(tokenizer, tokenizer.eos_token_id)) in caption
+
+
+def test_the_reordering_caption_appears_only_for_reordered_words(bundled):
+    at = open_page("app_pages/batches.py")
+    reorder = [c.value for c in at.caption if "in another order" in c.value]
+    losses = at.dataframe[0].value["mean loss"].tolist()
+    assert reorder == [f"Sentence 2 has the words of sentence 1 in another order: the model finds it less likely "
+                       f"(mean loss {losses[1]} against {losses[0]})."]
+    at.text_area(key="batch_text").input("The cat sat on the mat.\nA dog ran to the park.").run()
+    assert not at.exception and not [c.value for c in at.caption if "in another order" in c.value]
+    assert reorderings(["a b c.", "C, b a!", "a b c d", "A b C"]) == [(0, 1), (1, 3)]
 
 
 @pytest.mark.parametrize("text, message", [("\n   \n", "no sentence"), ("Only this one.", "only one sentence")])
