@@ -24,7 +24,9 @@ st.markdown(
 st.subheader("Causal language models (GPT, Llama)")
 st.page_link("app_pages/your_sentence.py", label="Your sentence: a real model's loss, token by token",
              icon=":material/edit_note:")
-st.markdown("Predict each next token from the ones before it; every position is scored.")
+st.markdown("Predict each next token from the ones before it: each token but the last is asked for the one "
+            "after it, so each token but the first is a label, scored by -log p. The first is scored too when a "
+            "start-of-text token is put before it.")
 st.page_link("app_pages/batches.py", label="Batches and padding: several sentences in one training step",
              icon=":material/view_agenda:")
 st.markdown("Pads, -100 labels, and why the batch's loss is a mean over tokens, not over sentences.")
@@ -41,4 +43,5 @@ st.markdown(
 
 st.subheader("Training")
 st.page_link("app_pages/train.py", label="Train: watch a model learn", icon=":material/monitoring:")
-st.markdown("Pre-train a tiny GPT or BERT from scratch and watch its loss fall toward the floor set by the data.")
+st.markdown("Pre-train a tiny GPT or BERT from scratch and watch its loss fall from about ln V, a uniform guess; "
+            "for next-token prediction, toward the stories' own entropy, which no model beats on average.")

@@ -81,6 +81,17 @@ st.dataframe(pd.DataFrame({
 }), hide_index=True)
 st.caption("label = -100 means: this position does not count (Hugging Face's ignore_index). "
            "At a kept position the model sees the right token but must still say it.")
+with st.expander("How lmviz's masking compares with Hugging Face's and the original BERT's"):
+    st.markdown(
+        f"- **Random tokens.** lmviz draws a random replacement from the {result.replacement_pool_size:,} ids of "
+        f"this vocabulary that are not special tokens. Hugging Face's `DataCollatorForLanguageModeling` draws from "
+        f"all {result.tokenizer_size:,} ids of the tokenizer, special tokens included, and so did Google's "
+        "original BERT code (from its whole vocabulary).\n"
+        "- **How many positions.** lmviz, like Hugging Face's collator, selects each token on its own with the "
+        "selection rate, so the number selected varies from one seed to the next. The original BERT code "
+        "selects exactly max(1, round(0.15 × n)) positions, n counting every token of the sequence, [CLS] and "
+        "[SEP] included (at most max_predictions_per_seq, 20 by default), chosen at random among the "
+        "tokens that are not [CLS] or [SEP].")
 
 st.subheader("3. The loss over the selected positions")
 nlls = [r.nll for r in result.rows if r.nll is not None]

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from lmviz.analysis import NothingToScore, readable_token, valid_text
 from lmviz.losses import IS_NEXT_HF, bert_loss, mlm_loss, nsp_loss
-from lmviz.masking import BRANCH_NAMES, create_mlm_mask
+from lmviz.masking import BRANCH_NAMES, create_mlm_mask, replacement_pool
 
 MAX_PAIR_TOKENS = 128  # long enough for two sentences, short enough to stay quick on a CPU
 
@@ -43,6 +43,8 @@ class MlmAnalysis:
     num_eligible: int  # tokens that could be selected (not special)
     unknown_tokens: list[str]  # words the tokenizer turned into [UNK]
     forward_seconds: float
+    tokenizer_size: int  # len(tokenizer): the ids Hugging Face's collator draws a random token from
+    replacement_pool_size: int  # the ids lmviz draws a random token from: the vocabulary less the special tokens
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -135,9 +137,11 @@ def analyse_mlm(loaded, text: str, seed: int = 0, mask_prob: float = 0.15, rando
         out = mlm_head(**_model_inputs(enc, mask, loaded.device), labels=mask.labels.to(loaded.device))
         seconds = time.perf_counter() - start
         loss, info = mlm_loss(out.logits, ids.to(loaded.device), mask.masked_positions.to(loaded.device))
-    rows = _mlm_rows(loaded.tokenizer, ids, mask, info, out.logits, top_k)
+    tokenizer = loaded.tokenizer
+    rows = _mlm_rows(tokenizer, ids, mask, info, out.logits, top_k)
+    pool = replacement_pool(loaded.model.config.vocab_size, tokenizer.mask_token_id, tokenizer.all_special_ids)
     return MlmAnalysis(loaded.name, rows, loss.item(), out.loss.item(), int(mask.masked_positions.sum()), num_eligible,
-                       _unknown(loaded.tokenizer, ids[0].tolist(), text), seconds)
+                       _unknown(tokenizer, ids[0].tolist(), text), seconds, len(tokenizer), len(pool))
 
 
 @dataclass

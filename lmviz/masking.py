@@ -54,6 +54,14 @@ def _check_probability(name: str, value: float) -> None:
         raise ValueError(f"{name} must be between 0 and 1; got {value}.")
 
 
+def replacement_pool(vocab_size: int, mask_token_id: int, special_token_ids=()) -> torch.Tensor:
+    """The ids a "random token" is drawn from: the vocabulary without the special
+    tokens and [MASK]. (Hugging Face's collator and the original BERT draw from
+    the whole vocabulary, special tokens included.)"""
+    ids = torch.arange(vocab_size)
+    return ids[~torch.isin(ids, torch.tensor(sorted({*special_token_ids, mask_token_id})))]
+
+
 def create_mlm_mask(
     input_ids: torch.Tensor,
     mask_token_id: int,
@@ -80,8 +88,12 @@ def create_mlm_mask(
     min_selected: select more positions (at random among the eligible) in any
     row that got fewer; a short sentence at 15 % often gets none, and a masked
     LM has nothing to learn from a row with no selected position.
-    Random tokens are drawn from the vocabulary without the special tokens and [MASK].
-    Padding is recognised by ``attention_mask``, or by listing the pad id in ``special_token_ids``.
+    Random tokens are drawn from ``replacement_pool``.
+    Which positions can be selected: every one except the ids listed in
+    ``special_token_ids``, [MASK], and where ``attention_mask`` is 0. With the
+    defaults (no special ids, no attention mask) [CLS], [SEP] and [PAD] can be
+    selected like any word: pass ``tokenizer.all_special_ids`` and the attention
+    mask, as lmviz's pages and training do.
     """
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be (batch, seq_len); got shape {tuple(input_ids.shape)}.")
@@ -119,9 +131,8 @@ def create_mlm_mask(
     to_random = selected & (branch_draw >= mask_share) & (branch_draw < mask_share + random_replace_prob)
     to_keep = selected & ~to_mask & ~to_random
 
-    pool = torch.arange(vocab_size)
-    replacement_pool = pool[~torch.isin(pool, never)]
-    random_ids = replacement_pool[torch.randint(len(replacement_pool), ids.shape, generator=gen)]
+    pool = replacement_pool(vocab_size, mask_token_id, special_token_ids)
+    random_ids = pool[torch.randint(len(pool), ids.shape, generator=gen)]
 
     masked_input_ids = ids.clone()
     masked_input_ids[to_mask] = mask_token_id

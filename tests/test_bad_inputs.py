@@ -102,7 +102,8 @@ def test_train_page_with_pasted_text(case, among_ordinary_text):
         assert not among_ordinary_text, at.error[0].value
         return
     history = at.session_state["trainer"].history
-    assert len(history) == 10 and all(math.isfinite(r.train_loss) for r in history)
+    assert len(history) == 11 and all(math.isfinite(r.validation_loss) for r in history[:1])
+    assert all(math.isfinite(r.train_loss) for r in history[1:])
     assert any("Validation loss" in m.value for m in at.markdown)
 
 

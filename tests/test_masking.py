@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lmviz.losses import IGNORE_INDEX
-from lmviz.masking import KEPT, MASKED, NOT_SELECTED, RANDOM, create_mlm_mask, create_nsp_pairs
+from lmviz.masking import KEPT, MASKED, NOT_SELECTED, RANDOM, create_mlm_mask, create_nsp_pairs, replacement_pool
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 SPECIAL = [PAD, CLS, SEP, MASK]
@@ -42,6 +42,17 @@ def test_special_and_padding_tokens_are_never_selected_or_drawn():
     assert not m.masked_positions[attention_mask == 0].any()
     random_ids = m.masked_input_ids[m.branch == RANDOM]
     assert not torch.isin(random_ids, torch.tensor(SPECIAL)).any()
+
+
+def test_special_and_padding_tokens_are_safe_only_when_the_caller_names_them():
+    """What the docstring and the README say: with the defaults every position but [MASK] is eligible."""
+    row = torch.tensor([[CLS, 7, 8, SEP, PAD, PAD]])
+    defaults = create_mlm_mask(row, MASK, VOCAB, mask_prob=1.0, seed=0)
+    assert defaults.masked_positions.all()
+    named = create_mlm_mask(row, MASK, VOCAB, mask_prob=1.0, special_token_ids=[CLS, SEP],
+                            attention_mask=torch.tensor([[1, 1, 1, 1, 0, 0]]), seed=0)
+    assert named.masked_positions.tolist() == [[False, True, True, False, False, False]]
+    assert replacement_pool(VOCAB, MASK, SPECIAL).tolist() == list(range(4, VOCAB))
 
 
 def test_mask_token_is_never_a_random_replacement_even_if_not_listed():

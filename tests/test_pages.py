@@ -104,6 +104,45 @@ def test_your_sentence_reads_the_sentence_from_the_url(bundled):
     assert {m.label: m.value for m in at.metric}["Loss: mean(-log p)"] == f"{expected.loss:.5f}"
 
 
+def test_your_sentence_names_the_start_token_it_really_adds(bundled):
+    from lmviz.analysis import analyse_clm, boundary_token_note, readable_token
+
+    at = open_page("app_pages/your_sentence.py")
+    offer = next(c.value for c in at.caption if "Tick" in c.value)
+    at.checkbox(key="bos").check().run()
+    assert not at.exception
+    expected = analyse_clm(bundled, "The capital of France is Paris.", add_bos=True)
+    first = expected.input_ids[0]
+    tokenizer = bundled.tokenizer
+    assert first != tokenizer.bos_token_id  # SmolLM2-Instruct's bos_token, <|im_start|>, opens a chat turn
+    said = next(c.value for c in at.caption if "start marker you asked for" in c.value)
+    assert escape_markdown(boundary_token_note(tokenizer, first)) in said
+    assert escape_markdown(f"{readable_token(tokenizer, first)} (id {first})") in said
+    assert escape_markdown(f"put {readable_token(tokenizer, first)} before the text") in offer
+
+
+def test_your_sentence_names_whose_length_limit_cut_the_text(bundled):
+    from lmviz.analysis import MAX_TOKENS, length_limit
+
+    at = open_page("app_pages/your_sentence.py")
+    at.text_area(key="text").input("龘" * 1000).run(timeout=120)  # 3 000 tokens in 1 000 characters
+    assert not at.exception
+    said = next(i.value for i in at.info if "only the first" in i.value)
+    own = bundled.model.config.max_position_embeddings
+    assert own > MAX_TOKENS and length_limit(bundled.model)[0] == MAX_TOKENS
+    assert escape_markdown(f"only the first {MAX_TOKENS:,} are scored (lmviz's limit per text, not the model's "
+                           f"(the model itself takes {own:,})") in said
+
+
+def test_length_limit_is_the_models_own_when_it_is_lower(tiny_loaded):
+    from lmviz.analysis import analyse_clm, length_limit
+
+    limit, why = length_limit(tiny_loaded.model)
+    assert limit == tiny_loaded.model.config.n_positions == 64 and why.startswith("the model's limit")
+    result = analyse_clm(tiny_loaded, "the cat sat on a mat " * 20)
+    assert len(result.tokens) == 64 and result.truncated_from == 120
+
+
 @pytest.mark.parametrize("text, message", [("   ", "nothing to score"), ("Hi", "no next token")])
 def test_your_sentence_explains_text_with_nothing_to_predict(text, message):
     at = open_page("app_pages/your_sentence.py")
@@ -134,7 +173,7 @@ def test_train_page_trains_a_few_steps_and_the_model_is_usable_elsewhere():
     first, last = trainer.history[0].validation_loss, trainer.history[-1].validation_loss
     assert last < first  # the loss fell
     summary = " ".join(m.value for m in at.markdown)
-    assert "10 steps" in summary and f"Validation loss {last:.3f}" in summary
+    assert "10 steps" in summary and f"Validation loss: next token {last:.3f}." in summary
     assert any("→" in t.value for t in at.text)  # the model's guesses are shown
 
     at.switch_page("app_pages/your_sentence.py").run()
@@ -142,6 +181,26 @@ def test_train_page_trains_a_few_steps_and_the_model_is_usable_elsewhere():
     assert not at.exception
     assert any("your model from the Train page" in c.value for c in at.caption)
     assert at.metric
+
+
+def test_train_page_draws_masked_lm_and_next_sentence_apart():
+    import json
+
+    at = open_page("app_pages/train.py")
+    at.selectbox(key="train_objective").set_value("mlm+nsp").run()
+    at.number_input(key="train_steps").set_value(10)
+    at.button[0].click().run(timeout=300)
+    assert not at.exception and not at.error
+    last = at.session_state["trainer"].history[-1].validation
+    summary = " ".join(m.value for m in at.markdown)
+    assert (f"Validation loss: masked LM {last['masked LM']:.3f}, next sentence {last['next sentence']:.3f} "
+            f"(sum {sum(last.values()):.3f}, the number training lowers)") in summary
+    figure = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    titles = [a["text"] for a in figure["layout"]["annotations"]]
+    assert titles[:2] == ["masked LM loss", "next sentence loss"] and any(t.startswith("uniform guess: ln 2") for t in titles)
+    shown = summary + " ".join(c.value for c in at.caption)
+    assert "floor" not in shown and "lowest loss any model" not in shown
+    assert not any("own entropy" in t for t in titles)  # not a bound for a masked LM
 
 
 def test_train_page_refuses_too_little_pasted_text():
@@ -208,6 +267,18 @@ def test_masked_lm_page_matches_the_library_and_rerolls():
     assert at.number_input(key="mlm_seed").value == 1
     rerolled = analyse_mlm(load_bert(), text, seed=1)
     assert at.dataframe[0].value["branch"].tolist() == [r.branch for r in rerolled.rows]
+
+
+def test_masked_lm_page_says_where_random_tokens_come_from():
+    from lmviz.models import load_bert
+
+    at = open_page("app_pages/masked_lm.py")
+    tokenizer = load_bert().tokenizer  # the page's model where bert-base-uncased is not cached
+    specials = set(tokenizer.all_special_ids) | {tokenizer.mask_token_id}
+    said = " ".join(m.value for m in at.markdown)
+    assert f"from the {len(tokenizer) - len(specials):,} ids of this vocabulary that are not special" in said
+    assert f"all {len(tokenizer):,} ids of the tokenizer" in said
+    assert "max(1, round(0.15 × n))" in said
 
 
 def test_masked_lm_page_bad_inputs():

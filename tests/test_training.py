@@ -6,8 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.corpus import generate_corpus, vocabulary
-from lmviz.training import OBJECTIVES, Trainer, build_model, compute_loss, make_batch, train_tokenizer
+from lmviz.corpus import entropy_per_token, generate_corpus, vocabulary
+from lmviz.plots import training_curves
+from lmviz.training import (OBJECTIVES, PART_UNITS, VALIDATION_ENTROPY, Trainer, build_model, compute_loss, loss_parts,
+                            make_batch, train_tokenizer)
 
 
 @pytest.fixture(scope="module")
@@ -78,20 +80,57 @@ def test_nsp_batches_pair_true_and_foreign_sentences(tokenizer, small_corpus):
 @pytest.mark.parametrize("objective", list(OBJECTIVES))
 def test_a_few_steps_lower_the_validation_loss(objective, tokenizer, small_corpus):
     trainer = Trainer(objective, "tiny", corpus=small_corpus, tokenizer=tokenizer, seed=0, num_validation=16)
-    before = trainer.validation_loss()
-    assert before == pytest.approx(math.log(len(tokenizer)) + (math.log(2) if objective == "mlm+nsp" else 0), abs=0.6)
     records = list(trainer.run(40, eval_every=20, predict_every=40))
-    assert [r.step for r in records] == list(range(1, 41))
+    assert [r.step for r in records] == list(range(0, 41))
+    before = records[0].validation_loss  # step 0: the untrained model
+    assert records[0].train is None and records[0].seconds == 0.0
     assert records[-1].validation_loss < before - 0.5
     assert records[-1].predictions and all(isinstance(p, str) for p in records[-1].predictions)
-    assert trainer.step == 40 and len(trainer.history) == 40
+    assert trainer.step == 40 and len(trainer.history) == 41
+    more = list(trainer.run(2))  # a second run continues: no second step 0
+    assert [r.step for r in more] == [41, 42]
+
+
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
+def test_each_loss_part_starts_near_its_uniform_guess(objective, tokenizer, small_corpus):
+    """The page draws each part against "uniform guess: ln V" or "ln 2"; at step 0 it must be there."""
+    trainer = Trainer(objective, "tiny", corpus=small_corpus, tokenizer=tokenizer, seed=0, num_validation=16)
+    start = next(trainer.run(1)).validation
+    assert list(start) == list(trainer.reference_lines)
+    for part, value in start.items():
+        uniform = next(v for label, v in trainer.reference_lines[part].items() if label.startswith("uniform guess"))
+        assert value == pytest.approx(uniform, abs=0.1)
+    if objective == "mlm+nsp":  # the sum is above ln V: it must never be drawn against that line
+        assert sum(start.values()) > math.log(len(tokenizer)) + 0.5
+        fig = training_curves(trainer.history, trainer.reference_lines, PART_UNITS)
+        assert [a.text for a in fig.layout.annotations][:2] == ["masked LM loss", "next sentence loss"]
+        assert {t.yaxis for t in fig.data} == {"y", "y2"} and len(fig.data) == 4
+
+
+def test_lmviz_losses_split_into_the_parts_the_optimizer_adds(tokenizer, small_corpus):
+    torch.manual_seed(0)
+    model = build_model("mlm+nsp", "tiny", tokenizer).eval()
+    batch = make_batch("mlm+nsp", small_corpus.train[:8], tokenizer, seed=3)
+    with torch.no_grad():
+        total, info = compute_loss(model, "mlm+nsp", batch)
+        out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                    token_type_ids=batch.token_type_ids)
+    parts = loss_parts("mlm+nsp", info)
+    assert sum(parts.values()) == pytest.approx(total.item(), abs=1e-6)
+    nsp = F.cross_entropy(out.seq_relationship_logits, batch.nsp_labels)
+    assert parts["next sentence"] == pytest.approx(nsp.item(), abs=1e-6)
 
 
 def test_reference_lines_are_ordered(small_corpus, tokenizer):
     lines = Trainer("clm", "tiny", corpus=small_corpus, tokenizer=tokenizer).reference_lines
-    uniform, unigram, floor = lines.values()
+    uniform, unigram, entropy = lines["next token"].values()
     assert uniform == pytest.approx(math.log(len(tokenizer)))
-    assert uniform > unigram > floor > 0
+    assert uniform > unigram > entropy > 0
+    assert entropy == entropy_per_token(small_corpus.validation[:64])
+    # the stories' entropy bounds next-token prediction only: it is not drawn for a masked LM
+    for objective in ("mlm", "mlm+nsp"):
+        lines = Trainer(objective, "tiny", corpus=small_corpus, tokenizer=tokenizer).reference_lines
+        assert not any(VALIDATION_ENTROPY in part_lines for part_lines in lines.values())
 
 
 def test_unknown_objective_or_size_is_refused(small_corpus, tokenizer):
