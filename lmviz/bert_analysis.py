@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from lmviz.analysis import NothingToScore, readable_token, valid_text
 from lmviz.losses import IS_NEXT_HF, bert_loss, mlm_loss, nsp_loss
 from lmviz.masking import BRANCH_NAMES, create_mlm_mask, replacement_pool
+from lmviz.models import model_build_lock
 
 MAX_PAIR_TOKENS = 128  # long enough for two sentences, short enough to stay quick on a CPU
 
@@ -55,7 +56,7 @@ def _heads(model):
     (a BertForPreTraining): their ``loss`` is the model's own code for that head."""
     from transformers import BertForMaskedLM, BertForNextSentencePrediction
 
-    with torch.device("meta"):  # built empty, then given the real modules: no copy, no random init
+    with model_build_lock, torch.device("meta"):  # built empty, then given the real modules: no copy, no random init
         mlm, nsp = BertForMaskedLM(model.config), BertForNextSentencePrediction(model.config)
     mlm.bert, mlm.cls.predictions = model.bert, model.cls.predictions
     nsp.bert, nsp.cls.seq_relationship = model.bert, model.cls.seq_relationship

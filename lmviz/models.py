@@ -24,6 +24,23 @@ from typing import Callable
 from urllib.parse import urlparse
 
 import torch
+import transformers
+
+# Building models is not thread-safe in transformers: from_pretrained creates the model on the
+# "meta" device by patching torch.nn.Module for the whole process, so a second thread building
+# another model at the same moment (two sessions opening different pages of a fresh server, or the
+# warm start and a page) fails with "Cannot copy out of meta tensor". Every model lmviz builds or
+# loads is built under this lock (loads are cached, so it is rarely waited on).
+model_build_lock = threading.RLock()
+
+# transformers also imports its classes lazily, on first use, and two threads doing that at once
+# can see a half-imported module ("module 'transformers' has no attribute 'AutoModelForPreTraining'").
+# Resolve every class lmviz uses here, once: any other thread importing lmviz waits until this
+# module has finished importing.
+for _name in ("AutoModelForCausalLM", "AutoModelForPreTraining", "AutoTokenizer", "PreTrainedTokenizerFast",
+              "BertConfig", "BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction",
+              "GPT2Config", "GPT2LMHeadModel"):
+    getattr(transformers, _name)
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -115,12 +132,12 @@ def _dequantised_folder(gguf: Path) -> Path:
 
 def _load_from_gguf(gguf: Path, progress: Progress):
     """Read the GGUF file with transformers and return (model, tokenizer)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     progress(0.05, "Reading the bundled tokenizer (first start only)…")
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     progress(0.35, "Dequantising the bundled 4-bit weights to float32 (first start only, about 30 s)…")
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    with model_build_lock:
+        model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                                  dtype=torch.float32)
     # The weights are now plain float32; forget that they came from GGUF so they can be saved.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
@@ -220,13 +237,12 @@ KINDS = {"causal": ("AutoModelForCausalLM", "causal language model"),
 
 
 def _from_pretrained(name: str, kind: str = "causal", tokenizer_class: str = "AutoTokenizer", **kwargs):
-    import transformers
-
     auto_class = getattr(transformers, KINDS[kind][0])
     tokenizer = getattr(transformers, tokenizer_class).from_pretrained(name, trust_remote_code=False, **kwargs)
     if len(tokenizer) <= 1:  # transformers builds an empty tokenizer, silently, when its files are missing
         raise OSError("its tokenizer files are missing")
-    model = auto_class.from_pretrained(name, trust_remote_code=False, dtype=torch.float32, **kwargs)
+    with model_build_lock:
+        model = auto_class.from_pretrained(name, trust_remote_code=False, dtype=torch.float32, **kwargs)
     return model, tokenizer
 
 

@@ -20,6 +20,7 @@ import torch
 from lmviz.corpus import Corpus, Story, entropy_per_token, generate_corpus, unigram_entropy
 from lmviz.losses import bert_loss, clm_loss, mlm_loss
 from lmviz.masking import create_mlm_mask, create_nsp_pairs
+from lmviz.models import model_build_lock
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 OBJECTIVES = {"clm": "Causal LM (GPT)", "mlm": "Masked LM (BERT)", "mlm+nsp": "Masked LM + next sentence (BERT)"}
@@ -67,6 +68,11 @@ def train_tokenizer(texts: list[str], vocab_size: int = TOKENIZER_VOCAB_SIZE):
 
 def build_model(objective: str, preset: str, tokenizer):
     """A freshly initialised tiny GPT-2 (clm) or BertForPreTraining (mlm, mlm+nsp)."""
+    with model_build_lock:  # a model built while another thread loads one would get its meta-device weights
+        return _new_model(objective, preset, tokenizer)
+
+
+def _new_model(objective: str, preset: str, tokenizer):
     from transformers import BertConfig, BertForPreTraining, GPT2Config, GPT2LMHeadModel
 
     hidden, layers, heads = PRESETS[preset]

@@ -176,3 +176,35 @@ def test_a_class_starting_at_once_dequantises_the_bundled_model_once(tmp_path, m
     assert len(calls) == 1
     assert sum("Another visitor is starting the bundled model" in m for m in shown) >= 2  # the waiting pages say so
     assert len(outcomes) == 3 and all(isinstance(o, str) and "bundled with" in o for o in outcomes), outcomes
+
+
+CONCURRENT_LOADS = """
+import threading, traceback
+from lmviz.models import load_bert, load_causal_lm
+from lmviz.training import Trainer
+failures = []
+def run(load):
+    try:
+        load()
+    except Exception:
+        failures.append(traceback.format_exc(limit=3))
+loads = [load_causal_lm, load_bert, lambda: load_causal_lm("lmviz-tiny-gpt"), lambda: Trainer("mlm", num_validation=4)]
+threads = [threading.Thread(target=run, args=(load,)) for load in loads]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print("FAILURES", len(failures))
+print("\\n".join(failures))
+"""
+
+
+def test_models_loaded_by_several_sessions_at_once_all_load():
+    """A fresh server: the warm start loads the bundled model while students open the BERT pages
+    and the Train page. Without lmviz.models.model_build_lock, transformers' process-wide meta-device
+    patch made such loads fail ("Cannot copy out of meta tensor", or a half-imported transformers)."""
+    import subprocess
+    import sys
+
+    for _ in range(2):  # a fresh process each time: the races are in first imports and first loads
+        done = subprocess.run([sys.executable, "-c", CONCURRENT_LOADS], capture_output=True, text=True, timeout=300,
+                              cwd=Path(__file__).resolve().parent.parent, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert "FAILURES 0" in done.stdout, done.stdout + done.stderr[-2000:]
