@@ -5,7 +5,12 @@ Run with:  streamlit run app.py
 
 import streamlit as st
 
+from lmviz.classroom import page_style, presentation_switch, warm_start
+
 st.set_page_config(page_title="lmviz — how LM training losses are computed", page_icon="📉", layout="wide")
+page_style()
+presentation_switch()
+warm_start()  # the causal-LM pages' model loads in the background from the first visit to any page
 
 # The pages live in app_pages/, not pages/: Streamlit treats a folder named pages/ next to the entry
 # script as an old-style multipage app until st.navigation has run once, so the very first visit
@@ -19,5 +24,6 @@ pages = [
     st.Page("app_pages/next_sentence.py", title="Next sentence", icon=":material/compare_arrows:", url_path="nsp"),
     st.Page("app_pages/bert_loss.py", title="BERT pre-training loss", icon=":material/functions:", url_path="bert-loss"),
     st.Page("app_pages/train.py", title="Train", icon=":material/monitoring:", url_path="train"),
+    st.Page("app_pages/glossary.py", title="Glossary", icon=":material/menu_book:", url_path="glossary"),
 ]
 st.navigation(pages).run()

@@ -6,10 +6,11 @@ import streamlit as st
 from lmviz.analysis import NothingToScore, boundary_token_note, end_token_id, readable_token
 from lmviz.batches import (MAX_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
                            labels_for, pad_batch, position_ids_for, reorderings)
+from lmviz.classroom import term
 from lmviz.losses import IGNORE_INDEX, perplexity
 from lmviz.models import DEFAULT_MODEL, default_dtype
-from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt
-from lmviz.ui import escape_markdown, load_with_progress, show_code
+from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap
+from lmviz.ui import escape_markdown, load_with_progress, result_panel, show_code
 
 MAX_CHARS = 2000
 DEFAULT_SENTENCES = ("The cat sat on the mat.\n"
@@ -39,6 +40,13 @@ def accumulate(_model, model_key: tuple, sequences: list, pad_id: int, micro_bat
     return gradient_accumulation(_model, ids, mask, labels_for(ids, mask), micro_batch_size)
 
 
+def pad_assignment(tokenizer, end_id: int) -> str:
+    """The line of code that makes ``end_id`` the pad token, as this tokenizer names it."""
+    if end_id == tokenizer.eos_token_id:
+        return "`tokenizer.pad_token = tokenizer.eos_token`"
+    return f"`tokenizer.pad_token = \"{escape_markdown(tokenizer.convert_ids_to_tokens(end_id))}\"`"
+
+
 def grid(values, names: list[str]) -> pd.DataFrame:
     """A (B, T) table: one row per sentence, one column per position."""
     return pd.DataFrame(values, index=names, columns=[str(t) for t in range(len(values[0]))])
@@ -65,9 +73,11 @@ def show_batch(ids, mask, labels, result, names: list[str]) -> None:
 st.title("Batches and padding: where real training loss gets subtle")
 st.markdown(
     "Training scores several sentences at once. They have different lengths, so the short ones are "
-    "**padded**, an **attention mask** says which tokens are real, and the **labels** are -100 wherever "
-    "nothing should count. Then the batch's loss is a mean, and *which* mean matters."
+    f"**{term('padded', 'padding')}**, an **attention mask** says which {term('tokens', 'token')} are real, and "
+    f"the **{term('labels', 'label')}** are {term('-100', '-100 / ignore_index')} wherever nothing should count. "
+    "Then the batch's loss is a mean, and *which* mean matters."
 )
+panel = result_panel()
 text = st.text_area(f"Sentences, one per line (at most {MAX_SENTENCES})", value=DEFAULT_SENTENCES,
                     max_chars=MAX_CHARS, key="batch_text")
 
@@ -96,8 +106,14 @@ st.caption(escape_markdown(
     + " So a sentence's loss here differs from Your sentence's, which adds no end token and a start token "
       "only when asked."))
 
-st.subheader("1. Each sentence on its own")
 right = results["right"][3]
+with panel:
+    left, middle, end = st.columns(3)
+    left.metric("Batch loss (right padding)", fmt(right.model_loss))
+    middle.metric("Mean of the sentences' own losses", fmt(right.mean_of_means))
+    end.metric("Predictions counted", sum(right.sentence_counts))
+
+st.subheader("1. Each sentence on its own")
 st.dataframe(pd.DataFrame({
     "sentence": sentences,
     "tokens": [" ".join(token(i) for i in ids) for ids in sequences],
@@ -107,9 +123,9 @@ st.dataframe(pd.DataFrame({
     "perplexity": [fmt(perplexity(v), PERPLEXITY_DIGITS) for v in right.sentence_losses],
 }), hide_index=True)
 for i, j in reorderings(sentences):
-    likelier = "less" if right.sentence_losses[j] > right.sentence_losses[i] else "more"
-    st.caption(f"Sentence {j + 1} has the words of sentence {i + 1} in another order: the model finds it {likelier} "
-               f"likely (mean loss {fmt(right.sentence_losses[j])} against {fmt(right.sentence_losses[i])}).")
+    higher = "higher" if right.sentence_losses[j] > right.sentence_losses[i] else "lower"
+    st.caption(f"Sentence {j + 1} has the words of sentence {i + 1} in another order: its mean loss per token is "
+               f"{higher}, {fmt(right.sentence_losses[j])} against {fmt(right.sentence_losses[i])}.")
 st.caption("These numbers come from the padded batch below and equal each sentence scored alone.")
 
 st.subheader("2. The padded batch")
@@ -122,9 +138,9 @@ st.caption(escape_markdown(f"The pad token here is {token(pad_id)} (id {pad_id})
 
 st.subheader("3. The batch's loss: a mean over tokens, not over sentences")
 left, middle, end = st.columns(3)
-left.metric("The model's loss (out.loss)", fmt(right.model_loss, CHECK_DIGITS))
-middle.metric("Token-weighted mean", fmt(right.token_weighted_mean, CHECK_DIGITS))
-end.metric("Mean of the sentences' means", fmt(right.mean_of_means, CHECK_DIGITS))
+left.metric("The model's loss (out.loss)", fmt(right.model_loss))
+middle.metric("Token-weighted mean", fmt(right.token_weighted_mean))
+end.metric("Mean of the sentences' means", fmt(right.mean_of_means))
 st.markdown(f"The model adds up all {sum(right.sentence_counts)} -log p and divides by "
             f"{sum(right.sentence_counts)}, so a sentence with more tokens weighs more; the mean of means gives "
             f"each of the {len(sequences)} sentences the same weight, whatever its length.")
@@ -147,18 +163,18 @@ st.dataframe(pd.DataFrame({
     "micro-batch": [("sentence " if len(part) == 1 else "sentences ") + ", ".join(str(i + 1) for i in part)
                     for part in accumulation.micro_batches],
     "tokens counted": accumulation.micro_counts,
-    "its own mean loss": [fmt(v, CHECK_DIGITS) for v in accumulation.micro_means],
-    "sum of -log p ÷ num_items_in_batch": [fmt(v, CHECK_DIGITS) for v in accumulation.micro_shares],
+    "its own mean loss": [fmt(v) for v in accumulation.micro_means],
+    "sum of -log p ÷ num_items_in_batch": [fmt(v) for v in accumulation.micro_shares],
 }), hide_index=True)
 left, middle, end = st.columns(3)
-left.metric("(a) Mean of the micro-batch means", fmt(accumulation.averaged, CHECK_DIGITS))
-middle.metric("(b) Sum ÷ all counted tokens", fmt(accumulation.summed, CHECK_DIGITS))
-end.metric("The full batch's loss", fmt(right.model_loss, CHECK_DIGITS))
-st.markdown(f"(a) − (b) = {fmt(accumulation.averaged - accumulation.summed, CHECK_DIGITS)}. Dividing each "
+left.metric("(a) Mean of the micro-batch means", fmt(accumulation.averaged))
+middle.metric("(b) Sum ÷ all counted tokens", fmt(accumulation.summed))
+end.metric("The full batch's loss", fmt(right.model_loss))
+st.markdown(f"(a) − (b) = {fmt(accumulation.averaged - accumulation.summed)}. Dividing each "
             "micro-batch's loss by the number of micro-batches weighs micro-batches equally, however many tokens "
             f"they hold; giving the loss num_items_in_batch = {count_items(results['right'][2])} (the tokens "
             "counted in the whole batch) makes the sum of the micro-batches equal the full batch's loss "
-            f"(they differ by {abs(accumulation.summed - right.model_loss):.1e}: float32 rounding, as the "
+            f"(they differ by {fmt_gap(abs(accumulation.summed - right.model_loss))}: float32 rounding, as the "
             "micro-batches add their numbers in another order).")
 
 st.subheader("5. When the pad token is the end-of-text token")
@@ -171,16 +187,16 @@ else:
     st.markdown((f"This model's tokenizer pads with {end_shown}, the token each sentence ends with."
                  if pad_id == end_id else
                  f"This model's tokenizer pads with {escape_markdown(token(pad_id))}. Suppose it padded with "
-                 f"{end_shown}, the token each sentence ends with, as code often does for a tokenizer without a "
-                 "pad token (`tokenizer.pad_token = tokenizer.eos_token`).")
+                 f"{end_shown}, the token each sentence ends with ({pad_assignment(tokenizer, end_id)}), as code "
+                 "often does for a tokenizer that has no pad token.")
                 + " Hugging Face's `DataCollatorForLanguageModeling(mlm=False)`, the usual collator for causal-LM "
                   "training, builds the labels with `labels[labels == pad_token_id] = -100`: it masks each "
                   f"sentence's real end token too. Here that drops {lost} of the batch's "
                   f"{sum(right.sentence_counts)} predictions, the end of every sentence:")
     st.dataframe(grid(labels.tolist(), names))
     left, middle, end = st.columns(3)
-    left.metric("Loss, labels from the attention mask", fmt(right.model_loss, CHECK_DIGITS))
-    middle.metric("Loss, labels that mask every pad id", fmt(bug.model_loss, CHECK_DIGITS))
+    left.metric("Loss, labels from the attention mask", fmt(right.model_loss))
+    middle.metric("Loss, labels that mask every pad id", fmt(bug.model_loss))
     end.metric("End-of-text predictions lost", lost)
     st.markdown("The model is never asked to predict the end of a text, so it never learns to stop. "
                 "Build the labels from the attention mask, or pad with a token that never ends a text.")

@@ -3,10 +3,11 @@ import streamlit as st
 
 from lmviz.analysis import NothingToScore
 from lmviz.bert_analysis import analyse_bert_loss
+from lmviz.classroom import term
 from lmviz.corpus import generate_corpus
 from lmviz.losses import bert_loss
-from lmviz.numbers import CHECK_DIGITS, fmt
-from lmviz.ui import choose_bert, escape_markdown, show_code
+from lmviz.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
+from lmviz.ui import choose_bert, result_panel, show_code, show_masked_tokens
 
 
 @st.cache_data(show_spinner=False)
@@ -17,10 +18,12 @@ def first_story() -> list[str]:
 st.title("BERT's pre-training loss: masked LM + next sentence")
 st.markdown(
     "BERT was pre-trained on both tasks at once: one forward pass over a *masked* sentence pair gives the "
-    "masked-LM predictions at the selected positions and the next-sentence scores at `[CLS]`. "
+    "masked-LM predictions at the selected positions and the next-sentence scores at "
+    f"{term('[CLS]', '[CLS] / [SEP] / [MASK]')}. "
     "The training loss is their sum, and you can weigh the two parts."
 )
 loaded = choose_bert()
+panel = result_panel()
 story = first_story()
 sentence_a = st.text_input("Sentence A", value=story[0], key="bert_a", max_chars=500)
 sentence_b = st.text_input("Sentence B", value=story[1], key="bert_b", max_chars=500)
@@ -36,15 +39,15 @@ except NothingToScore as problem:
     st.warning(str(problem))
     st.stop()
 
-st.markdown("The masked pair: " + " ".join(
-    f":{'blue' if r.branch != 'not selected' else 'gray'}-background[{escape_markdown(r.shown)}]"
-    for r in result.rows))
-st.caption("Blue: selected for the masked-LM loss (at least one position is always selected here).")
+st.markdown("The masked pair, as the model reads it:")
+show_masked_tokens(result.rows, loaded.tokenizer.mask_token)
+st.caption("Every marked position counts in the masked-LM loss (at least one is always selected here).")
 
-a, b, c = st.columns(3)
-a.metric("Masked-LM loss", fmt(result.mlm_loss))
-b.metric("Next-sentence loss", fmt(result.nsp_loss))
-c.metric("Total", fmt(result.total))
+with panel:
+    a, b, c = st.columns(3)
+    a.metric("Masked-LM loss", fmt(result.mlm_loss))
+    b.metric("Next-sentence loss", fmt(result.nsp_loss))
+    c.metric("Total", fmt(result.total))
 st.markdown(f"total = {mlm_weight:g} × {fmt(result.mlm_loss)} + {nsp_weight:g} × {fmt(result.nsp_loss)} "
             f"= **{fmt(result.total)}**")
 st.dataframe(pd.DataFrame({
@@ -52,10 +55,10 @@ st.dataframe(pd.DataFrame({
     "loss": [fmt(result.total, CHECK_DIGITS), fmt(result.total_model, CHECK_DIGITS)],
 }), hide_index=True)
 if mlm_weight == 1.0 and nsp_weight == 1.0:
-    st.caption(f"With both weights 1 they agree: the difference is {abs(result.total - result.total_model):.1e}.")
+    st.caption(f"With both weights 1 they agree: the difference is {fmt_gap(abs(result.total - result.total_model))}.")
 else:
     st.caption("Hugging Face's model always adds the two parts with weight 1; set both sliders to 1 to compare.")
-st.caption(f"p(B follows A) on the masked pair: {fmt(result.p_is_next)} (label {result.label}: "
+st.caption(f"p(B follows A) on the masked pair: {fmt_prob(result.p_is_next)} ({term('label', 'label')} {result.label}: "
            "Hugging Face's convention, 0 = B follows A).")
 
 show_code(bert_loss)

@@ -1,5 +1,7 @@
 import streamlit as st
 
+from lmviz.classroom import term
+
 st.title("How is a language model's training loss computed?")
 st.markdown(
     """
@@ -8,15 +10,16 @@ that number comes from: every probability, every logarithm and every average,
 on a worked example and on real models, so that you can check each step by hand.
 
 It is made for a teacher projecting it in class, for students typing their own
-sentences, and for anyone learning on their own. Everything runs on this
-computer, with no internet needed.
+sentences, and for anyone learning on their own. It needs no internet: its
+models ship with it. Words in blue link to the glossary.
 """
 )
 
 st.subheader("Start here")
 st.page_link("app_pages/toy_example.py", label="Toy example: the loss of one sentence, by hand", icon=":material/calculate:")
 st.markdown(
-    "A 10-word vocabulary and the sentence *I love dogs not cats*: the labels are the input shifted by one "
+    f"A 10-word vocabulary and the sentence *I love dogs not cats*: the {term('labels', 'label')} are the input "
+    "shifted by one "
     "place, the probability of each true next word is picked out of a table, and the loss is the mean of "
     "their negative logarithms, **0.86302**. Change the probabilities and watch the loss follow."
 )
@@ -24,12 +27,13 @@ st.markdown(
 st.subheader("Causal language models (GPT, Llama)")
 st.page_link("app_pages/your_sentence.py", label="Your sentence: a real model's loss, token by token",
              icon=":material/edit_note:")
-st.markdown("Predict each next token from the ones before it: each token but the last is asked for the one "
-            "after it, so each token but the first is a label, scored by -log p. The first is scored too when a "
-            "start-of-text token is put before it.")
+st.markdown(f"Predict each next {term('token', 'token')} from the ones before it: each token but the last is asked "
+            "for the one after it, so each token but the first is a label, scored by -log p. The first is scored "
+            f"too when a {term('start-of-text token', 'BOS / EOS')} is put before it.")
 st.page_link("app_pages/batches.py", label="Batches and padding: several sentences in one training step",
              icon=":material/view_agenda:")
-st.markdown("Pads, -100 labels, and why the batch's loss is a mean over tokens, not over sentences.")
+st.markdown(f"{term('Padding', 'padding')}, {term('-100', '-100 / ignore_index')} labels, and why the batch's loss "
+            "is a mean over tokens, not over sentences.")
 
 st.subheader("BERT")
 st.page_link("app_pages/masked_lm.py", label="Masked LM: fill in the blanks", icon=":material/theater_comedy:")
@@ -37,7 +41,8 @@ st.page_link("app_pages/next_sentence.py", label="Next-sentence prediction: does
              icon=":material/compare_arrows:")
 st.page_link("app_pages/bert_loss.py", label="BERT's pre-training loss: both at once", icon=":material/functions:")
 st.markdown(
-    "Hide about 15 % of the tokens (80 % become `[MASK]`, 10 % a random token, 10 % stay as they were) and "
+    f"Hide about 15 % of the tokens (80 % become {term('[MASK]', '[CLS] / [SEP] / [MASK]')}, 10 % a random token, "
+    "10 % stay as they were) and "
     "predict the originals, scoring only those positions; and decide whether sentence B follows sentence A."
 )
 
@@ -45,3 +50,6 @@ st.subheader("Training")
 st.page_link("app_pages/train.py", label="Train: watch a model learn", icon=":material/monitoring:")
 st.markdown("Pre-train a tiny GPT or BERT from scratch and watch its loss fall from about ln V, a uniform guess; "
             "for next-token prediction, toward the stories' own entropy, which no model beats on average.")
+
+st.subheader("Words")
+st.page_link("app_pages/glossary.py", label="Glossary: every term the pages use, defined", icon=":material/menu_book:")

@@ -3,13 +3,12 @@ import streamlit as st
 
 from lmviz.analysis import NothingToScore
 from lmviz.bert_analysis import analyse_mlm
+from lmviz.classroom import term
 from lmviz.corpus import generate_corpus
 from lmviz.losses import mlm_loss
 from lmviz.masking import create_mlm_mask
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_prob
-from lmviz.ui import choose_bert, escape_markdown, show_code
-
-BRANCH_COLOURS = {"not selected": "gray", "[MASK]": "blue", "random token": "orange", "kept": "green"}
+from lmviz.ui import choose_bert, escape_markdown, result_panel, show_code, show_masked_tokens
 
 
 @st.cache_data(show_spinner=False)
@@ -17,15 +16,31 @@ def corpus_samples() -> list[str]:
     return [s.text for s in generate_corpus(num_train=0, num_validation=50, seed=0).validation]
 
 
+def split_inputs() -> tuple[int, int, str | None]:
+    """The 80/10/10 split as two inputs, kept being what is left: the shares always add up to 100.
+    Returns the random and kept shares used, and a sentence when random had to be cut."""
+    mask_col, random_col, kept_col = st.columns(3)
+    masked = mask_col.number_input("[MASK] (%)", 0, 100, 80, key="mlm_share_0")
+    asked = random_col.number_input("random token (%)", 0, 100, 10, key="mlm_share_1")
+    random_share = min(asked, 100 - masked)  # [MASK] first: a random share past 100 % is cut to what is left
+    kept = 100 - masked - random_share
+    kept_col.markdown(f"kept (%)\n\n**{kept}** = 100 − {masked} − {random_share}",
+                      help="Kept is what is left of the selected positions, so the three always add up to 100 %.")
+    if random_share == asked:
+        return random_share, kept, None
+    return random_share, kept, (f"{masked} % + {asked} % is more than 100 %: this page uses random token "
+                                f"{random_share} %, what is left after [MASK], and keeps none.")
+
+
 st.title("Masked LM: BERT's fill-in-the-blanks loss")
 st.markdown(
     "BERT reads the whole sentence at once, so predicting the next word would be cheating. Instead about "
-    "**15 %** of the tokens are *selected*; of those, **80 %** become `[MASK]`, **10 %** a random token and "
+    f"**15 %** of the {term('tokens', 'token')} are *selected*; of those, **80 %** become "
+    f"{term('[MASK]', '[CLS] / [SEP] / [MASK]')}, **10 %** a random token and "
     "**10 %** stay as they are. The model must recover the original token at every selected position, and "
     "the loss is the mean of -log p(original) **over the selected positions only**."
 )
 loaded = choose_bert()
-
 
 
 def next_sample() -> None:
@@ -34,6 +49,7 @@ def next_sample() -> None:
 
 
 st.session_state.setdefault("mlm_text", corpus_samples()[0])
+panel = result_panel()
 st.button("A story the model knows", help="A held-out story from lmviz's generated corpus", on_click=next_sample)
 text = st.text_area("Text", key="mlm_text", max_chars=1000)
 
@@ -42,44 +58,52 @@ mask_prob = left.slider("Selection rate", 0.0, 1.0, 0.15, 0.01, key="mlm_rate")
 seed = middle.number_input("Seed", min_value=0, max_value=10**9, value=0, key="mlm_seed")
 right.button("Re-roll: a new mask", help="The next seed. The same seed always gives the same mask.",
              on_click=lambda: st.session_state.update(mlm_seed=st.session_state["mlm_seed"] + 1))
-split = st.columns(3)
-shares = [split[i].number_input(f"{name} (%)", 0, 100, value, key=f"mlm_share_{i}")
-          for i, (name, value) in enumerate((("[MASK]", 80), ("random token", 10), ("kept", 10)))]
-if sum(shares) != 100:
-    st.error(f"The three shares must add up to 100 %; they add up to {sum(shares)} %.")
-    st.stop()
+random_share, kept_share, cut = split_inputs()
+if cut:
+    st.warning(cut)
 
 force_one = st.session_state.get("mlm_force_one") == text  # asked for this very text
 try:
-    result = analyse_mlm(loaded, text, seed=int(seed), mask_prob=mask_prob, random_replace_prob=shares[1] / 100,
-                         keep_original_prob=shares[2] / 100, min_selected=1 if force_one else 0)
+    result = analyse_mlm(loaded, text, seed=int(seed), mask_prob=mask_prob, random_replace_prob=random_share / 100,
+                         keep_original_prob=kept_share / 100, min_selected=1 if force_one else 0)
 except NothingToScore as problem:
     st.warning(str(problem))
     if "No position was selected" in str(problem):
         st.button("Mask one position", on_click=lambda: st.session_state.update(mlm_force_one=text))
     st.stop()
 
+with panel:
+    loss, selected, eligible = st.columns(3)
+    loss.metric("Masked-LM loss", fmt(result.loss))
+    selected.metric("Positions selected (they count)", result.num_selected)
+    eligible.metric("Tokens that could be selected", result.num_eligible)
+
 st.subheader("1. What the model reads")
-st.markdown(" ".join(f":{BRANCH_COLOURS[r.branch]}-background[{escape_markdown(r.shown)}]" for r in result.rows))
-st.caption("Legend: " + ", ".join(f"{colour} = {branch}" for branch, colour in BRANCH_COLOURS.items())
-           + ". [CLS] and [SEP] are special tokens, never selected.")
+show_masked_tokens(result.rows, loaded.tokenizer.mask_token)
+st.caption(escape_markdown(f"{loaded.tokenizer.cls_token} and {loaded.tokenizer.sep_token} are special tokens, "
+                           "never selected.") + f" A {term('token starting with ##', 'WordPiece ##')} continues the "
+           "word before it.")
 if result.unknown_tokens:
     st.info(escape_markdown(
         f"The tokenizer does not know {', '.join(sorted(set(result.unknown_tokens)))}: it becomes [UNK], "
         "one token for everything unknown, and the model cannot tell such words apart."))
 
 st.subheader("2. Labels and predictions")
+only_selected = st.toggle("Only the selected positions (the ones the loss counts)", value=True, key="mlm_only_selected")
+rows = [r for r in result.rows if r.nll is not None] if only_selected else result.rows
 st.dataframe(pd.DataFrame({
-    "position": [r.position for r in result.rows],
-    "token": [r.token for r in result.rows],
-    "branch": [r.branch for r in result.rows],
-    "model reads": [r.shown for r in result.rows],
-    "label": [r.label for r in result.rows],
-    "p(original)": [fmt_prob(r.prob) if r.prob is not None else "" for r in result.rows],
-    "-log p": [fmt(r.nll) if r.nll is not None else "" for r in result.rows],
-    "top 5 guesses": [", ".join(f"{t} {fmt_prob(p)}" for t, p in r.top_k) for r in result.rows],
-}), hide_index=True)
-st.caption("label = -100 means: this position does not count (Hugging Face's ignore_index). "
+    "position": [r.position for r in rows],
+    "token": [r.token for r in rows],
+    "branch": [r.branch for r in rows],
+    "model reads": [r.shown for r in rows],
+    "label": [r.label for r in rows],
+    "p(original)": [fmt_prob(r.prob) if r.prob is not None else "" for r in rows],
+    "-log p": [fmt(r.nll) if r.nll is not None else "" for r in rows],
+    "top 5 guesses": [", ".join(f"{t} {fmt_prob(p)}" for t, p in r.top_k) for r in rows],
+}), hide_index=True, column_config={"top 5 guesses": st.column_config.TextColumn(width="large"),
+                                    **{c: st.column_config.Column(width="small") for c in ("position", "label")}})
+st.caption(f"{term('label', 'label')} = {term('-100', '-100 / ignore_index')} means: this position does not count "
+           "(Hugging Face's ignore_index). "
            "At a kept position the model sees the right token but must still say it.")
 with st.expander("How lmviz's masking compares with Hugging Face's and the original BERT's"):
     st.markdown(
@@ -100,7 +124,6 @@ st.dataframe(pd.DataFrame({
     "computed by": ["lmviz create_mlm_mask + mlm_loss", "the model's own loss (BertForMaskedLM, labels with -100)"],
     "loss": [fmt(result.loss, CHECK_DIGITS), fmt(result.loss_model, CHECK_DIGITS)],
 }), hide_index=True)
-st.metric("Masked-LM loss", fmt(result.loss))
 tokens = result.num_eligible
 st.info(f"A causal LM would score {tokens - 1} predictions in these {tokens} tokens, one per position; "
         f"the masked LM scored {result.num_selected} ({result.num_selected / tokens:.0%}). "

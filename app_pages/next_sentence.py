@@ -1,3 +1,4 @@
+import html
 import random
 
 import pandas as pd
@@ -5,10 +6,15 @@ import streamlit as st
 
 from lmviz.analysis import NothingToScore
 from lmviz.bert_analysis import analyse_nsp
+from lmviz.classroom import term
 from lmviz.corpus import generate_corpus
 from lmviz.losses import nsp_loss, seed_to_hf_nsp_labels
-from lmviz.numbers import CHECK_DIGITS, fmt
-from lmviz.ui import choose_bert, show_code
+from lmviz.numbers import CHECK_DIGITS, fmt, fmt_prob
+from lmviz.palettes import BLACK, LIGHT_GREY, WHITE
+from lmviz.ui import chip_row, choose_bert, escape_markdown, result_panel, show_code, stacked_chip
+
+SEGMENT_FILLS = {0: LIGHT_GREY, 1: WHITE}
+SEGMENT_BORDERS = {0: "2px solid transparent", 1: f"2px solid {BLACK}"}
 
 
 @st.cache_data(show_spinner=False)
@@ -28,10 +34,12 @@ def draw_pair(follows: bool) -> None:
 st.title("Next-sentence prediction: does B follow A?")
 st.markdown(
     "BERT's second pre-training task. Two sentences are packed into one input, "
-    "`[CLS] A [SEP] B [SEP]`; half the time B really follows A, half the time it is a sentence from elsewhere. "
-    "A small head on top of the `[CLS]` token gives two scores, and the loss is a two-way cross-entropy."
+    f"{term('[CLS] A [SEP] B [SEP]', '[CLS] / [SEP] / [MASK]')}; half the time B really follows A, half the time "
+    f"it is a sentence from elsewhere. A small head on top of the [CLS] {term('token', 'token')} gives two scores, "
+    f"and the loss is a two-way {term('cross-entropy', 'cross-entropy')}."
 )
 loaded = choose_bert()
+panel = result_panel()
 
 st.session_state.setdefault("nsp_a", stories()[0][0])
 st.session_state.setdefault("nsp_b", stories()[0][1])
@@ -49,19 +57,28 @@ except NothingToScore as problem:
     st.warning(str(problem))
     st.stop()
 
+with panel:
+    loss, p_next, label = st.columns(3)
+    loss.metric("Next-sentence loss", fmt(result.loss_two_logits))
+    p_next.metric("p(B follows A)", fmt_prob(result.probs[0]))
+    label.metric("Label (next_sentence_label)", f"{result.label}: B {'follows' if result.label == 0 else 'does not follow'} A")
+
 st.subheader("1. One input, two segments")
-st.dataframe(pd.DataFrame([result.tokens, result.segment_ids], index=["token", "segment id"]))
-st.caption("Segment ids (token_type_ids) tell the model which sentence each token belongs to: "
-           "0 for [CLS] A [SEP], 1 for B [SEP].")
+st.html(chip_row([stacked_chip(html.escape(token), f"segment {segment}", SEGMENT_FILLS[segment],
+                               border=SEGMENT_BORDERS[segment])
+                  for token, segment in zip(result.tokens, result.segment_ids)]))
+cls, sep = loaded.tokenizer.cls_token, loaded.tokenizer.sep_token
+st.caption(escape_markdown(f"Under each token, its segment id (token_type_ids), which tells the model which sentence "
+                           f"the token belongs to: 0 for {cls} A {sep}, 1 (framed) for B {sep}."))
 
 st.subheader("2. Two scores, their softmax, and the loss")
 st.dataframe(pd.DataFrame({
     "class": ["0: B follows A", "1: B is from elsewhere"],
     "logit": [fmt(v) for v in result.logits],
-    "softmax": [fmt(v) for v in result.probs],
+    "softmax": [fmt_prob(v) for v in result.probs],
 }), hide_index=True)
-st.markdown(f"The label is **{result.label}** (B {'follows' if result.label == 0 else 'does not follow'} A), so "
-            f"loss = -log p(class {result.label}) = -log {fmt(result.probs[result.label])} = "
+st.markdown(f"The {term('label', 'label')} is **{result.label}** (B {'follows' if result.label == 0 else 'does not follow'} A), so "
+            f"loss = -log p(class {result.label}) = -log {fmt_prob(result.probs[result.label])} = "
             f"**{fmt(result.loss_two_logits)}**")
 st.dataframe(pd.DataFrame({
     "computed as": ["2-logit cross-entropy (lmviz nsp_loss)",
@@ -71,7 +88,8 @@ st.dataframe(pd.DataFrame({
                                             result.loss_torch)],
 }), hide_index=True)
 st.markdown(
-    "**Why one logit gives the same loss as two:** softmax([a, b])[1] = e^b / (e^a + e^b) = 1 / (1 + e^-(b-a)) "
+    f"**Why one {term('logit', 'logit')} gives the same loss as two:** {term('softmax', 'softmax')}([a, b])[1] = "
+    "e^b / (e^a + e^b) = 1 / (1 + e^-(b-a)) "
     "= sigmoid(b - a). Only the difference of the two scores matters, so a single score s = b - a with a "
     "sigmoid (binary cross-entropy) is the same classifier."
 )

@@ -1,13 +1,20 @@
+import math
+
 import pandas as pd
 import streamlit as st
 
 from lmviz import plots, toy
+from lmviz.classroom import chart_font_px, term
 from lmviz.losses import clm_loss, token_cross_entropy
-from lmviz.numbers import fmt
-from lmviz.ui import show_code
+from lmviz.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
+from lmviz.palettes import TOY_GREEDY_TEXT, TOY_TRUE_LABEL_BACKGROUND
+from lmviz.ui import escape_markdown, result_panel, show_chart, show_code
 
-TRUE_LABEL_STYLE = "background-color: #c7e9c0; font-weight: bold"
-GREEDY_STYLE = "text-decoration: underline; color: #08519c"
+SMALLEST_P = 1e-6  # the editor's step: the smallest probability above 0 a learner can type
+# Colour never carries the meaning alone: each highlighted cell also starts with a mark.
+TRUE_MARK, GREEDY_MARK = "✓", "★"
+TRUE_LABEL_STYLE = f"background-color: {TOY_TRUE_LABEL_BACKGROUND}; font-weight: bold"
+GREEDY_STYLE = f"color: {TOY_GREEDY_TEXT}"
 
 st.title("Toy example: the loss of one sentence, by hand")
 st.markdown(
@@ -16,6 +23,7 @@ st.markdown(
     "its 10 words for *the next word*. Training compares those probabilities with the "
     "words that really come next. This is the worked example of the article lmviz grew from."
 )
+panel = result_panel()  # the loss, pinned: edit a probability far below and watch it change
 
 st.subheader("1. The vocabulary")
 st.dataframe(pd.DataFrame([toy.VOCAB], index=["word"]), hide_index=False)
@@ -33,7 +41,7 @@ st.dataframe(
     hide_index=True,
 )
 st.caption(
-    'The last input word, "cats", has no next word, so it gets no label: '
+    f'The last input word, "cats", has no next word, so it gets no {term("label", "label")}: '
     "6 input words give 5 predictions."
 )
 
@@ -48,21 +56,35 @@ row_names = [f"{t}: {toy.INPUT_WORDS[t]} → {toy.VOCAB[labels[t]]}" for t in ra
 edited = st.data_editor(
     pd.DataFrame(toy.PROBABILITIES, columns=toy.VOCAB, index=row_names),
     key=f"toy_table_{st.session_state.get('toy_table_version', 0)}",
-    column_config={w: st.column_config.NumberColumn(w, min_value=0.0, max_value=1e6, step=0.001, format="%.3f")
+    # step: the editor keeps as many decimals as the step has (0.001 turned a typed 0.0004 into 0);
+    # "plain": each number as typed (0.5, 0.0004, 0.000001), not padded to six decimals.
+    column_config={w: st.column_config.NumberColumn(w, min_value=0.0, max_value=1e6, step=SMALLEST_P, format="plain")
                    for w in toy.VOCAB},
     disabled=False,
 )
+st.caption(f"Any number from {SMALLEST_P:.6f} up, with up to six decimals, or 0: try 0 on a true label.")
 try:
     probs, rescaled = toy.check_probability_table(edited.to_numpy(dtype=float))
 except ValueError as problem:
     st.error(str(problem))
     st.stop()
 if rescaled:
-    st.info(f"Rows {', '.join(map(str, rescaled))} did not sum to 1, so they were divided by their sum.")
+    which = f"Row {rescaled[0]} does" if len(rescaled) == 1 else f"Rows {', '.join(map(str, rescaled))} do"
+    st.info(f"{which} not sum to 1, so each was divided by its sum.")
 
 walk = toy.walkthrough(probs)
 
 st.subheader("Step 1 and 2: find the true label in each row and take its probability")
+
+
+def marked_table() -> pd.DataFrame:
+    """The table as text: every p written out, the true label's marked ✓ and the model's favourite ★."""
+    cells = [[fmt_prob(p) for p in row] for row in probs.tolist()]
+    for t, (label, greedy) in enumerate(zip(walk["labels"], walk["greedy"])):
+        for word, mark in ((greedy, GREEDY_MARK), (label, TRUE_MARK)):  # ✓ ★ when the favourite is right
+            column = toy.VOCAB.index(word)
+            cells[t][column] = f"{mark} {cells[t][column]}"
+    return pd.DataFrame(cells, columns=toy.VOCAB, index=row_names)
 
 
 def highlight(table: pd.DataFrame) -> pd.DataFrame:
@@ -73,46 +95,69 @@ def highlight(table: pd.DataFrame) -> pd.DataFrame:
     return styles
 
 
-shown = pd.DataFrame(probs.numpy(), columns=toy.VOCAB, index=row_names)
-st.dataframe(shown.style.apply(highlight, axis=None).format("{:.4f}"))
-st.caption("Green, bold: the true label's probability. Blue, underlined: the model's favourite word (greedy decoding).")
+st.dataframe(marked_table().style.apply(highlight, axis=None))
+st.caption(f"{TRUE_MARK} on green: the true label's probability, the only one the loss uses. "
+           f"{GREEDY_MARK} in blue: the model's favourite word, the one greedy decoding would pick. "
+           f"{TRUE_MARK} {GREEDY_MARK}: the favourite is the true word.")
 for t, (label, greedy) in enumerate(zip(walk["labels"], walk["greedy"])):
     if label != greedy:
         st.warning(
-            f"Position {t}: greedy decoding would pick \"{greedy}\" "
-            f"(p = {fmt(float(probs[t, toy.VOCAB.index(greedy)]), 4)}), but the true next word is \"{label}\" "
-            f"(p = {fmt(walk['p_label'][t], 4)}). The loss only looks at the true word's probability."
+            f"Position {t}: greedy decoding would pick \"{escape_markdown(greedy)}\" "
+            f"(p = {fmt_prob(float(probs[t, toy.VOCAB.index(greedy)]))}), but the true next word is "
+            f"\"{escape_markdown(label)}\" (p = {fmt_prob(walk['p_label'][t])}). "
+            "The loss only looks at the true word's probability."
         )
 
 st.subheader("Step 3: take -log of each, then the mean")
-st.dataframe(
-    pd.DataFrame({
-        "position": walk["positions"],
-        "label": walk["labels"],
-        "p(label)": [fmt(p) for p in walk["p_label"]],
-        "-log p(label)": [fmt(v) for v in walk["nll"]],
-    }),
-    hide_index=True,
-)
+steps = pd.DataFrame({
+    "position": walk["positions"],
+    "label": walk["labels"],
+    "p(label)": [fmt_prob(p) for p in walk["p_label"]],
+    "-log p(label)": [fmt(v) for v in walk["nll"]],
+})
+if walk["impossible"]:  # said beside the ∞ itself, not only in a box further down
+    steps["why"] = ["p = 0, and -log 0 = ∞" if t in walk["impossible"] else "" for t in walk["positions"]]
+st.dataframe(steps, hide_index=True)
 terms = " + ".join(fmt(v) for v in walk["nll"])
 st.markdown(f"**loss** = ({terms}) / {len(walk['nll'])} = **{fmt(walk['loss'])}**")
 
-left, middle, right = st.columns(3)
-left.metric("Loss: mean(-log p)", fmt(walk["loss"]))
-middle.metric("Perplexity: exp(loss)", fmt(walk["perplexity"]))
-right.metric("Uniform guess: ln 10", fmt(walk["uniform_loss"], 6))
+
+def infinite_loss_explained() -> str:
+    """Why one probability of 0 makes the whole loss infinite, for the positions where it happened."""
+    words = [f"\"{escape_markdown(walk['labels'][t])}\" at position {t}" for t in walk["impossible"]]
+    return (
+        f"The true word {' and the true word '.join(words)} {'has' if len(words) == 1 else 'each have'} "
+        "probability 0. -log 0 = ∞: the model is infinitely "
+        "surprised by something it said could not happen. The mean of numbers that include ∞ is ∞, so the "
+        "loss is ∞, and so is the perplexity, e^∞. Give the true word any probability above 0, even "
+        f"{SMALLEST_P:.6f} (-log {SMALLEST_P:.6f} = {fmt(-math.log(SMALLEST_P))}), and the loss is a number again. "
+        "(A real model's softmax gives every word a probability above 0.)"
+    )
+
+
+if walk["impossible"]:
+    st.warning(infinite_loss_explained(), icon="♾️")
+
+with panel:
+    left, middle, right = st.columns(3)
+    left.metric("Loss: mean(-log p)", fmt(walk["loss"]))
+    middle.metric("Perplexity: exp(loss)", fmt(walk["perplexity"], PERPLEXITY_DIGITS))
+    right.metric("Uniform guess: ln 10", fmt(walk["uniform_loss"]))
+if math.isfinite(walk["perplexity"]):
+    unsure = f"the model is as unsure as if it chose uniformly among {fmt(walk['perplexity'], PERPLEXITY_DIGITS)} words"
+else:
+    unsure = "here e^∞ = ∞, and no number of equally likely words is that unsure"
 st.caption(
-    "Perplexity is the loss turned back into a number of words: the model is as unsure as if it "
-    f"chose uniformly among {walk['perplexity']:.2f} words. A model that gives every word 1/10 scores "
-    f"ln 10 = {fmt(walk['uniform_loss'])}, with perplexity 10."
+    f"{term('Perplexity', 'perplexity')}, e^loss, is the loss turned back into a number of words: {unsure}. "
+    "A model that gives "
+    f"every word 1/10 scores ln 10 = {fmt(walk['uniform_loss'])}, with perplexity 10."
 )
 
 st.subheader("Why small probabilities cost so much")
-st.plotly_chart(
-    plots.nll_curve(walk["p_label"], [f"{t}: {w}" for t, w in enumerate(walk["labels"])], walk["loss"],
-                    walk["uniform_loss"]),
-    key="toy_nll_curve",
-)
-st.caption("-log p is 0 when the model is certain and right (p = 1) and grows without bound as p falls to 0.")
+names = [f"{t}: {w}" for t, w in enumerate(walk["labels"])]
+show_chart(plots.nll_curve(walk["p_label"], names, walk["loss"], walk["uniform_loss"], font_px=chart_font_px()),
+           key="toy_nll_curve")
+st.caption("-log p is 0 when the model is certain and right (p = 1) and grows without bound as p falls to 0"
+           + (": a p of 0 is off the top of any chart, marked by the arrow." if walk["impossible"] else "."))
 
 show_code(toy.toy_loss, clm_loss, token_cross_entropy)

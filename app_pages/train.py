@@ -1,11 +1,13 @@
 import streamlit as st
 
 from lmviz import plots
+from lmviz.classroom import term
 from lmviz.corpus import MAX_USER_TEXT_BYTES, corpus_from_text, generate_corpus
 from lmviz.models import LoadedModel, pick_device
+from lmviz.numbers import fmt
 from lmviz.training import (OBJECTIVES, PART_UNITS, PRESETS, VALIDATION_ENTROPY, Trainer, compute_loss,
                              loss_parts, make_batch)
-from lmviz.ui import show_code
+from lmviz.ui import result_panel, show_chart, show_code
 
 REDRAW_EVERY = 5  # steps between chart updates: drawing costs more than a tiny model's step
 
@@ -32,10 +34,22 @@ def read_user_text() -> str | None:
     return None
 
 
+def show_headline(trainer: Trainer) -> None:
+    """The step and the latest validation loss of each part, in the pinned result panel."""
+    validation = trainer.latest_validation
+    with headline.container():
+        columns = st.columns(1 + len(validation))
+        columns[0].metric("Step", trainer.step)
+        for column, (part, value) in zip(columns[1:], validation.items()):
+            column.metric(f"Validation loss: {part}", fmt(value))
+
+
 def draw(trainer: Trainer, chart, progress, target_step: int | None = None) -> None:
     history = trainer.history
-    chart.plotly_chart(plots.training_curves(history, trainer.reference_lines, PART_UNITS),
-                       key=f"training_curves_{len(history)}")
+    show_headline(trainer)
+    with chart.container():
+        show_chart(plots.training_curves(history, trainer.reference_lines, PART_UNITS),
+                   key=f"training_curves_{len(history)}")
     if target_step:
         progress.progress(min(1.0, trainer.step / target_step),
                           text=f"step {trainer.step} of {target_step} — {history[-1].seconds:.0f} s")
@@ -43,7 +57,8 @@ def draw(trainer: Trainer, chart, progress, target_step: int | None = None) -> N
 
 st.title("Train: watch a model learn")
 st.markdown(
-    "A model starts knowing nothing: its token loss is about ln V, the loss of a uniform guess over its V "
+    f"A model starts knowing nothing: its {term('token', 'token')} loss, in {term('nats', 'nats')}, is about ln V, "
+    "the loss of a uniform guess over its V "
     "tokens (and its next-sentence loss about ln 2, a uniform guess between two answers). Each training step "
     "shows it a batch of text, computes the loss with lmviz's own loss functions, and nudges the weights downhill."
 )
@@ -56,6 +71,8 @@ with st.expander("What the model learns from: lmviz's generated stories"):
     for text in stories_example(0):
         st.text(text)
 
+with result_panel():
+    headline = st.empty()
 left, middle, right = st.columns(3)
 objective = left.selectbox("Objective", list(OBJECTIVES), format_func=OBJECTIVES.get, key="train_objective")
 preset = middle.selectbox("Model size", list(PRESETS), key="train_preset",
@@ -115,9 +132,9 @@ if trainer is not None and trainer.history:
     if not start:
         draw(trainer, chart, progress)
     last = trainer.history[-1]
-    validation = [r for r in trainer.history if r.validation is not None][-1].validation
-    parts = ", ".join(f"{part} {value:.3f}" for part, value in validation.items())
-    total = f" (sum {sum(validation.values()):.3f}, the number training lowers)" if len(validation) > 1 else ""
+    validation = trainer.latest_validation
+    parts = ", ".join(f"{part} {fmt(value)}" for part, value in validation.items())
+    total = f" (sum {fmt(sum(validation.values()))}, the number training lowers)" if len(validation) > 1 else ""
     st.markdown(f"**{OBJECTIVES[trainer.objective]}**, model size {trainer.preset}, on {trainer.device}: "
                 f"{last.step} steps in {last.seconds:.0f} s. Validation loss: {parts}{total}.")
     if VALIDATION_ENTROPY in trainer.reference_lines.get("next token", {}):
@@ -141,6 +158,7 @@ if trainer is not None and trainer.history:
         st.page_link("app_pages/masked_lm.py", label="Mask a sentence for the BERT you trained",
                      icon=":material/theater_comedy:")
 else:
+    headline.caption("Press Train: the step and the validation loss appear here as the model learns.")
     st.info("Press Train. The smallest model shows a clear fall within a minute on a laptop.")
 
 show_code(Trainer.train_step, compute_loss, loss_parts, make_batch)

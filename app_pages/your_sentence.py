@@ -1,22 +1,25 @@
+import html
 import math
+from statistics import mean
 from functools import partial
 
 import pandas as pd
 import streamlit as st
 
 from lmviz import plots
-from lmviz.analysis import (NotEnoughMemory, NothingToScore, analyse_batch, analyse_clm, boundary_token_note,
-                            length_limit, readable_token, score_positions, start_token_id, valid_text)
+from lmviz.analysis import (REFERENCE_TEXT, NotEnoughMemory, NothingToScore, analyse_batch, analyse_clm,
+                            boundary_token_note, length_limit, readable_token, score_positions, start_token_id,
+                            valid_text)
+from lmviz.classroom import term
 from lmviz.models import DEFAULT_MODEL, DTYPES, allowed_models, available_devices, default_dtype
-from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
-from lmviz.ui import escape_markdown, load_with_progress, show_code
+from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
+from lmviz.palettes import LOSS_SCALE, loss_colour
+from lmviz.ui import (chip_row, escape_markdown, load_with_progress, result_panel, show_chart, show_code,
+                      stacked_chip)
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
 START_LABEL = "Start with a start-of-text token"
-# -log p thresholds for the coloured sentence, and what each colour means.
-LOSS_COLOURS = [(1.0, "green", "< 1 (p > 0.37)"), (3.0, "orange", "1 to 3"), (6.0, "red", "3 to 6"),
-                (float("inf"), "violet", "≥ 6 (p < 0.0025)")]
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -26,11 +29,26 @@ def get_analysis(_analyse, model_key: tuple, text: str, add_bos: bool, top_k: in
 
 
 def coloured_sentence(result) -> str:
-    pieces = []
-    for row in result.rows:
-        colour = next((c for limit, c, _ in LOSS_COLOURS if row.nll < limit), LOSS_COLOURS[-1][1])
-        pieces.append(f":{colour}-background[{escape_markdown(row.target_token)}]")
-    return " ".join(pieces)
+    """Each predicted token over its -log p, filled with its step of the loss scale. HTML, for
+    st.html: the tokens are escaped, so "<script>" or "$x$" is shown as typed, never run or typeset."""
+    chips = [stacked_chip(html.escape(row.target_token), fmt(row.nll), loss_colour(row.nll), f"p = {fmt_prob(row.prob)}")
+             for row in result.rows]
+    return chip_row(chips)
+
+
+def loss_scale_legend() -> str:
+    """The scale's steps as chips, with the p each edge stands for (p = e^-loss)."""
+    chips, lower = [], 0.0
+    for upper, colour in LOSS_SCALE:
+        if lower == 0:
+            top, bottom = f"&lt; {upper:g}", f"p &gt; {fmt_prob(math.exp(-upper))}"
+        elif math.isinf(upper):
+            top, bottom = f"≥ {lower:g}", f"p &lt; {fmt_prob(math.exp(-lower))}"
+        else:
+            top, bottom = f"{lower:g} to {upper:g}", f"p {fmt_prob(math.exp(-lower))} to {fmt_prob(math.exp(-upper))}"
+        chips.append(stacked_chip(top, bottom, colour))
+        lower = upper
+    return chip_row(["<span>-log p, low = likely:</span>", *chips, "<span>high = surprising</span>"], "lmviz-legend")
 
 
 def start_marker_sentence(tokenizer, result) -> str:
@@ -44,6 +62,20 @@ def start_marker_sentence(tokenizer, result) -> str:
     return f"Tick '{START_LABEL}' to put {start} before the text, so that the first word is predicted too."
 
 
+def first_label_sentence(without, with_start) -> str:
+    """What the start token changes at the beginning of this text, with both analyses' own numbers."""
+    if len(without.rows) < 1 or len(with_start.rows) < 2:
+        return ""
+    first, label = without.tokens[0], without.rows[0]
+    return (f"Without a start token, the first token, {first}, is never a label, and the first label, "
+            f"{label.target_token}, is predicted from {first} alone: -log p = {fmt(label.nll)}. With "
+            f"'{START_LABEL}' ({with_start.tokens[0]}), {first} becomes a label too, predicted from the start token "
+            f"alone (-log p = {fmt(with_start.rows[0].nll)}), and {label.target_token} costs "
+            f"{fmt(with_start.rows[1].nll)}." + ("" if len(without.rows) < 2 else
+            f" The first positions have the least to go on: the rest of the text costs "
+            f"{fmt(mean(r.nll for r in without.rows[1:]))} per token."))
+
+
 def spreadsheet_safe(value):
     """A token such as "=SUM(A1)" would run as a formula when the CSV is opened in a spreadsheet."""
     return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@") else value
@@ -52,8 +84,9 @@ def spreadsheet_safe(value):
 st.title("Your sentence: a real model's loss, token by token")
 st.markdown(
     "Type a sentence. A real language model reads it and, at every position, gives a probability "
-    "to every token of its vocabulary for what comes next. The loss at a position is "
-    "-log p(the token that really comes next); the sentence's loss is their mean."
+    f"to every {term('token', 'token')} of its vocabulary for what comes next. The loss at a position is "
+    f"-{term('log p', 'log-probability')}(the token that really comes next, the {term('label', 'label')}); "
+    "the sentence's loss is their mean."
 )
 
 params = st.query_params
@@ -80,6 +113,7 @@ url_text = valid_text(params.get("text", DEFAULT_TEXT))
 if len(url_text) > MAX_CHARS:
     st.info(f"The text in the link was cut to its first {MAX_CHARS} characters.")
     url_text = url_text[:MAX_CHARS]
+panel = result_panel()
 text = st.text_area("Your text", value=url_text, max_chars=MAX_CHARS, key="text")
 add_bos = st.checkbox(
     START_LABEL, value=params.get("bos") == "1", key="bos",
@@ -101,8 +135,27 @@ else:
     loaded, analyse = batcher.loaded, batcher.analyse
 
 
-def score(loaded, analyse):
-    return get_analysis(analyse, (loaded.name, id(loaded.model), loaded.device, loaded.dtype), text, add_bos, 5)
+def score(loaded, analyse, scored_text: str | None = None, with_start: bool | None = None):
+    return get_analysis(analyse, (loaded.name, id(loaded.model), loaded.device, loaded.dtype),
+                        text if scored_text is None else scored_text, add_bos if with_start is None else with_start, 5)
+
+
+def show_headline(panel, loaded, result, reference) -> None:
+    """The loss, and the two numbers that say whether it is high: a uniform guess over the
+    vocabulary, and this model on a paragraph of ordinary English."""
+    vocabulary = loaded.model.config.vocab_size
+    with panel:
+        loss, ppl, scored, uniform, prose = st.columns(5)
+        loss.metric("Loss: mean(-log p)", fmt(result.loss))
+        ppl.metric("Perplexity: exp(loss)", fmt(result.perplexity, PERPLEXITY_DIGITS))
+        scored.metric("Predictions scored", len(result.rows))
+        uniform.metric("Uniform guess: ln V", fmt(math.log(vocabulary)),
+                       help=f"The loss of a model that gives each of the V = {vocabulary:,} tokens of its "
+                            "vocabulary the same probability.")
+        cut = (f" Only its first {len(reference.tokens)} of {reference.truncated_from} tokens fit this model."
+               if reference.truncated_from else "")
+        prose.metric("Plain English", fmt(reference.loss),
+                     help=f"This model's loss on a fixed paragraph of ordinary English: “{REFERENCE_TEXT}”{cut}")
 
 
 try:
@@ -124,6 +177,7 @@ except NotEnoughMemory as problem:
     st.warning(escape_markdown(f"{problem} Try a shorter text."))
     st.stop()
 
+show_headline(panel, loaded, result, score(loaded, analyse, REFERENCE_TEXT))
 st.caption(escape_markdown(
     f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}, weights {loaded.dtype}. "
     f"Loaded in {loaded.load_seconds:.1f} s; this forward pass took {result.forward_seconds * 1000:.0f} ms."))
@@ -149,27 +203,26 @@ table = pd.DataFrame({
 show_top_k = st.toggle("Show the model's top 5 guesses at each position")
 if show_top_k:
     table["top 5 guesses"] = [", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in result.rows]
-st.dataframe(table, hide_index=True)
+st.dataframe(table, hide_index=True, column_config={"top 5 guesses": st.column_config.TextColumn(width="large")})
 st.caption(f"{len(result.tokens)} tokens give {len(result.rows)} predictions: the last token has no next token. "
            "Rank 1 means the label was the model's favourite.")
 st.download_button("Download the table (CSV)", table.map(spreadsheet_safe).to_csv(index=False).encode(),
                    "lmviz_tokens.csv", "text/csv")
 
 st.subheader("3. The loss at each position")
-st.plotly_chart(
-    plots.token_loss_bars([r.target_token for r in result.rows], [r.nll for r in result.rows], result.loss,
-                          [r.prob for r in result.rows]),
-    key="token_loss_bars",
-)
-st.markdown(coloured_sentence(result))
-st.caption("Each predicted token coloured by its loss -log p: "
-           + ", ".join(f"{colour} {words}" for _, colour, words in LOSS_COLOURS) + ".")
+show_chart(plots.token_loss_bars([r.target_token for r in result.rows], [r.nll for r in result.rows], result.loss,
+                                 [r.prob for r in result.rows]), key="token_loss_bars")
+st.html(loss_scale_legend())
+st.html(coloured_sentence(result))
+st.caption("Under each predicted token, its loss -log p; its colour is the step of the scale above that the "
+           "loss falls in: the darker, the more the token surprised the model. Hover over a token for its p.")
+st.caption(escape_markdown(first_label_sentence(score(loaded, analyse, with_start=False),
+                                                score(loaded, analyse, with_start=True))))
 
 st.subheader("4. The mean, checked three ways")
-left, middle, right = st.columns(3)
-left.metric("Loss: mean(-log p)", fmt(result.loss))
-middle.metric("Perplexity: exp(loss)", fmt(result.perplexity, PERPLEXITY_DIGITS))
-right.metric("Predictions scored", len(result.rows))
+st.markdown(f"The loss at the top of the page, **{fmt(result.loss)}**, is the mean of the {len(result.rows)} "
+            "-log p values of the table. The model's own loss function and PyTorch's "
+            f"{term('cross-entropy', 'cross-entropy')} give the same:")
 st.dataframe(pd.DataFrame({
     "computed by": ["log-softmax → gather at the label → -log p → mean (the table above)",
                     "the model's own loss function (out.loss with labels = input_ids)",
@@ -177,9 +230,10 @@ st.dataframe(pd.DataFrame({
     "loss": [fmt(v, CHECK_DIGITS) for v in (result.loss, result.loss_model, result.loss_cross_entropy)],
 }), hide_index=True)
 if math.isfinite(result.max_difference):
-    st.caption(f"Largest difference between them: {result.max_difference:.1e} (float32 rounding). "
+    st.caption(f"Largest difference between them: {fmt_gap(result.max_difference)} (float32 rounding). "
                "Hugging Face shifts the labels inside the model, exactly as the table above shows. "
-               "The article takes softmax, then log; lmviz takes log_softmax directly, because a tiny "
+               f"The article takes {term('softmax', 'softmax')}, then log; lmviz takes "
+               f"{term('log_softmax', 'log-probability')} directly, because a tiny "
                "probability rounds to 0 in float32 and log 0 = −∞.")
 else:
     st.caption("One label has probability exactly 0 under this model (a logit of −∞), so the loss is infinite.")

@@ -15,7 +15,7 @@ import sys
 from lmviz.analysis import NotEnoughMemory, NothingToScore, analyse_clm
 from lmviz.bert_analysis import analyse_mlm, analyse_nsp
 from lmviz.models import DEFAULT_MODEL, DTYPES, TINY_BERT, ModelLoadError, load_bert, load_causal_lm
-from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
+from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
 
 
 def _progress(fraction: float, message: str) -> None:
@@ -55,7 +55,7 @@ def _as_table(result) -> str:
         f"  log-softmax, gather     {fmt(result.loss, CHECK_DIGITS)}",
         f"  model's own loss        {fmt(result.loss_model, CHECK_DIGITS)}",
         f"  nn.CrossEntropyLoss     {fmt(result.loss_cross_entropy, CHECK_DIGITS)}",
-        f"  largest difference      {result.max_difference:.1e}",
+        f"  largest difference      {fmt_gap(result.max_difference)}",
         f"perplexity exp(loss)      {fmt(result.perplexity, PERPLEXITY_DIGITS)}",
     ]
     return "\n".join(lines)

@@ -21,6 +21,12 @@ import torch
 from lmviz.losses import perplexity
 
 MAX_TOKENS = 1024
+# A paragraph of ordinary English, the same for every model: its loss is the yardstick a page shows
+# beside the loss of the learner's own text ("is 2.6 a good loss?": compare with what this model
+# scores on plain prose).
+REFERENCE_TEXT = ("The library opens at nine in the morning and closes at six in the evening. Visitors can borrow "
+                  "up to five books at a time, and most books may be kept for three weeks. If you need a book for "
+                  "longer, you can renew it online or at the front desk, as long as nobody else has asked for it.")
 
 
 class NothingToScore(ValueError):
@@ -128,12 +134,16 @@ def valid_text(text: str) -> str:
 DOCUMENT_SEPARATOR = "<|endoftext|>"  # GPT-2's and SmolLM2's token between pre-training documents
 
 
+def document_separator_id(tokenizer) -> int | None:
+    """The id of <|endoftext|>, the token between pre-training documents, if the vocabulary has it."""
+    return tokenizer.get_vocab().get(DOCUMENT_SEPARATOR)
+
+
 def start_token_id(tokenizer) -> int:
     """The token a text starts with in pre-training: the document separator
     <|endoftext|> where the vocabulary has one (GPT-2, SmolLM2; SmolLM2-Instruct's
     BOS is a chat-turn marker instead), else BOS, else EOS."""
-    separator = tokenizer.get_vocab().get(DOCUMENT_SEPARATOR)
-    for candidate in (separator, tokenizer.bos_token_id, tokenizer.eos_token_id):
+    for candidate in (document_separator_id(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id):
         if candidate is not None:
             return candidate
     raise NothingToScore("This tokenizer has no beginning-of-sequence or end-of-sequence token to prepend.")
@@ -142,7 +152,7 @@ def start_token_id(tokenizer) -> int:
 def end_token_id(tokenizer) -> int | None:
     """The token a pre-training document ends with: the document separator
     where the vocabulary has one, else EOS (None if the tokenizer has neither)."""
-    separator = tokenizer.get_vocab().get(DOCUMENT_SEPARATOR)
+    separator = document_separator_id(tokenizer)
     return separator if separator is not None else tokenizer.eos_token_id
 
 
@@ -153,7 +163,7 @@ def boundary_token_note(tokenizer, token_id: int) -> str:
     shown = f"{readable_token(tokenizer, token_id)} (id {token_id})"
     if token_id == tokenizer.bos_token_id:
         return f"{shown} is this tokenizer's BOS (beginning-of-sequence) token."
-    if token_id != tokenizer.get_vocab().get(DOCUMENT_SEPARATOR):
+    if token_id != document_separator_id(tokenizer):
         return f"{shown} is this tokenizer's EOS (end-of-sequence) token."
     note = (f"{shown} separates one document from the next in the text that models with this vocabulary are "
             "pre-trained on: it ends one text and begins the next")
@@ -181,12 +191,12 @@ def length_limit(model) -> tuple[int, str]:
     own = model_max_tokens(model)
     vocabulary = model.config.vocab_size
     if own is not None and own <= MAX_TOKENS:
-        return own, f"the model's limit: it has position embeddings for {own:,} positions"
+        return own, f"the model's limit: its config allows {own:,} positions"
     scores_mb = MAX_TOKENS * vocabulary * 4 / 2**20
     takes = f"the model itself takes {own:,}" if own is not None else "the model's config gives no limit"
     return MAX_TOKENS, (f"lmviz's limit per text, not the model's ({takes}): it keeps the scores of one text, "
                         f"{MAX_TOKENS:,} positions × {vocabulary:,} vocabulary entries × 4 bytes = "
-                        f"{scores_mb:,.0f} MB, and its forward pass small enough for a laptop")
+                        f"{scores_mb:,.0f} MiB, and its forward pass small enough for a laptop")
 
 
 def encode(tokenizer, text: str, add_bos: bool, max_tokens: int = MAX_TOKENS) -> tuple[list[int], int | None]:

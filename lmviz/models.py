@@ -222,7 +222,8 @@ def prepare_bundled(progress: Progress | None = None) -> None:
     progress = progress or (lambda fraction, message: None)
     folder = _dequantised_folder(gguf)
     if not _bundled_lock.acquire(blocking=False):
-        progress(0.0, "Another visitor is starting the bundled model; waiting for it (the first start takes ~40 s)…")
+        progress(0.0, "The bundled model is being prepared (for another visitor, or ahead of time for this class); "
+                      "waiting for it (the first start takes ~40 s)…")
         _bundled_lock.acquire()
     try:
         if folder not in _dequantised and not (folder / "config.json").is_file():

@@ -1,4 +1,12 @@
-"""How numbers are written, the same on every page and in the CLI."""
+"""How numbers are written, the same on every page, chart and in the CLI.
+
+- losses, -log p, logits: 5 decimals (``fmt``), as the article's 0.86302;
+- probabilities: 6 decimals, or 3 significant digits in scientific notation below 0.001
+  (``fmt_prob``), so that none shows as 0;
+- perplexity: 4 decimals (``PERPLEXITY_DIGITS``);
+- only in the tables whose point is that several computations of one loss agree:
+  7 decimals (``CHECK_DIGITS``), and their gaps as ``fmt_gap`` (1.2e-08).
+"""
 
 from __future__ import annotations
 
@@ -20,3 +28,8 @@ def fmt(value: float, digits: int = LOSS_DIGITS) -> str:
 def fmt_prob(p: float) -> str:
     """Probabilities below 0.001 in scientific notation, so that none shows as 0.000000."""
     return f"{p:.6f}" if p >= 1e-3 or p == 0 else f"{p:.3e}"
+
+
+def fmt_gap(value: float) -> str:
+    """A difference between two computations of the same number: its order of magnitude is the point."""
+    return f"{value:.1e}"

@@ -54,7 +54,8 @@ def check_probability_table(probs) -> tuple[torch.Tensor, list[int]]:
 
     Returns (table, positions whose row had to be rescaled). Raises ValueError
     with a sentence a learner can act on when the table cannot be a
-    probability table or gives an infinite loss.
+    probability table. A true label with probability 0 is allowed: its -log p
+    is infinite, which is a lesson in itself (see ``impossible_positions``).
     """
     # A float64 copy, whether the table comes as a tensor (tests) or a NumPy array (the page's editor).
     probs = probs.double().clone() if torch.is_tensor(probs) else torch.tensor(np.array(probs, dtype=np.float64))
@@ -70,17 +71,17 @@ def check_probability_table(probs) -> tuple[torch.Tensor, list[int]]:
     for position in range(expected[0]):
         if sums[position] == 0:
             raise ValueError(f"Position {position} has no probability anywhere; a row must sum to more than 0.")
-    normalised = probs / sums.unsqueeze(-1)  # checked after rescaling: a tiny p can round to 0 here
-    labels = label_ids()
-    for position in range(expected[0]):
-        if normalised[position, labels[position]] == 0:
-            word = VOCAB[labels[position]]
-            raise ValueError(
-                f"At position {position} the true label {word!r} has probability 0, so -log p would be infinite. "
-                "Give it a value above 0."
-            )
+        if not bool(torch.isfinite(sums[position])):
+            raise ValueError(f"Position {position}'s numbers are too large to add up; make them smaller.")
     rescaled = [p for p in range(expected[0]) if abs(float(sums[p]) - 1.0) > 1e-9]
-    return normalised, rescaled
+    return probs / sums.unsqueeze(-1), rescaled
+
+
+def impossible_positions(probs: torch.Tensor) -> list[int]:
+    """Positions whose true label has probability 0 (after rescaling: a tiny p can round
+    to 0 there). Their -log p is -log 0 = infinity, and so is the mean, the loss."""
+    labels = label_ids()
+    return [t for t in range(len(labels)) if probs[t, labels[t]] == 0]
 
 
 def toy_loss(probs: torch.Tensor | None = None):
@@ -111,4 +112,5 @@ def walkthrough(probs: torch.Tensor | None = None) -> dict:
         "loss": loss.item(),
         "perplexity": info["perplexity"],
         "uniform_loss": math.log(len(VOCAB)),
+        "impossible": impossible_positions(probs),  # p(label) = 0: -log p and the loss are infinite
     }

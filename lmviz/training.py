@@ -21,6 +21,7 @@ from lmviz.corpus import Corpus, Story, entropy_per_token, generate_corpus, unig
 from lmviz.losses import bert_loss, clm_loss, mlm_loss
 from lmviz.masking import create_mlm_mask, create_nsp_pairs
 from lmviz.models import model_build_lock
+from lmviz.numbers import fmt_prob
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 OBJECTIVES = {"clm": "Causal LM (GPT)", "mlm": "Masked LM (BERT)", "mlm+nsp": "Masked LM + next sentence (BERT)"}
@@ -186,7 +187,7 @@ class StepRecord:
 
 def _top_guesses(tokenizer, logits: torch.Tensor, k: int = 3) -> str:
     probs, ids = torch.softmax(logits.float(), dim=-1).topk(k)
-    return ", ".join(f"{tokenizer.decode([i])} {p:.2f}" for i, p in zip(ids.tolist(), probs.tolist()))
+    return ", ".join(f"{tokenizer.decode([i])} {fmt_prob(p)}" for i, p in zip(ids.tolist(), probs.tolist()))
 
 
 class Trainer:
@@ -232,6 +233,11 @@ class Trainer:
         if self.objective == "mlm+nsp":
             lines["next sentence"] = {"uniform guess: ln 2": math.log(2)}
         return lines
+
+    @property
+    def latest_validation(self) -> dict[str, float]:
+        """The loss parts of the most recent validation (step 0's before any training)."""
+        return next(r.validation for r in reversed(self.history) if r.validation is not None)
 
     def train_step(self) -> dict[str, float]:
         self.model.train()
@@ -282,7 +288,7 @@ class Trainer:
             for b, truth in ((story.sentences[1], "follows"), (other.sentences[1], "from another story")):
                 pair = tok(story.sentences[0], b, truncation=True, max_length=MAX_POSITIONS, return_tensors="pt")
                 p_next = torch.softmax(self.model(**pair.to(self.device)).seq_relationship_logits[0], -1)[0].item()
-                lines.append(f"p(B follows A) = {p_next:.2f} for B = “{b}” ({truth})")
+                lines.append(f"p(B follows A) = {fmt_prob(p_next)} for B = “{b}” ({truth})")
         return lines
 
     def run(self, steps: int, eval_every: int = 10, predict_every: int = 50):

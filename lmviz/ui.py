@@ -3,13 +3,16 @@ escaping, "Show the code", and the model loaders every page shares (one copy per
 
 from __future__ import annotations
 
+import html
 import inspect
 import re
 
 import streamlit as st
 
+from lmviz.classroom import RESULT_PANEL, chart_font_px
 from lmviz.models import (DEFAULT_MODEL, TINY_BERT, ModelLoadError, allowed_models, bert_candidates, load_bert,
                           load_causal_lm, prepare_bundled)
+from lmviz.palettes import BLACK, MLM_BRANCH_COLOURS, fill_css
 from lmviz.serving import Batcher
 
 # Characters that Markdown, Streamlit's :colour[...] / :emoji: syntax or LaTeX ($...$) would interpret.
@@ -19,6 +22,72 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>~:&])")
 def escape_markdown(text: str) -> str:
     """Text that st.markdown shows literally, whatever the user typed."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def result_panel():
+    """The container for a page's headline result, pinned under the header (see
+    lmviz.classroom.PAGE_CSS). Create it before the controls, fill it once computed."""
+    return st.container(key=RESULT_PANEL)
+
+
+# Tokens drawn as chips that wrap at any width (sizes in rem: presentation mode enlarges them too).
+CHIP_ROW = "display:flex;flex-wrap:wrap;align-items:center;margin:0.4rem 0"
+CHIP = "display:inline-block;padding:0.1rem 0.45rem;border-radius:0.3rem;white-space:pre-wrap;overflow-wrap:anywhere"
+# Each masked-LM branch has a border and a text mark as well as its colour, so that none depends on
+# seeing the colour: (border, what the chip says), {token} the original, {shown} what the model reads.
+BRANCH_MARKS = {
+    "not selected": ("2px solid transparent", "{shown}"),
+    "[MASK]": (f"2px dashed {BLACK}", "{shown}"),
+    "random token": (f"4px double {BLACK}", "{token}→{shown}"),
+    "kept": (f"2px solid {BLACK}", "✓ {shown}"),
+}
+BRANCH_MEANINGS = {"not selected": "not selected: read as it is, no loss",
+                   "[MASK]": "[MASK]: replaced by the mask token",
+                   "random token": "random token: replaced by a random one",
+                   "kept": "kept: selected, left as it is"}
+
+
+STACKED_CHIP = ("display:inline-flex;flex-direction:column;align-items:center;padding:0.15rem 0.45rem;"
+                "border-radius:0.3rem;line-height:1.3;")
+
+
+def stacked_chip(top: str, bottom: str, background: str, hover: str = "", border: str = "none") -> str:
+    """A token chip, ``top`` over ``bottom`` (both already HTML-escaped): a token and its number."""
+    title = f' title="{html.escape(hover)}"' if hover else ""
+    return (f'<span style="{STACKED_CHIP}border:{border};{fill_css(background)}"{title}>'
+            f'<span class="lmviz-token" style="white-space:pre-wrap;overflow-wrap:anywhere">{top}</span>'
+            f'<span class="lmviz-nll" style="font-size:0.8em;font-variant-numeric:tabular-nums">{bottom}</span></span>')
+
+
+def chip_row(chips: list[str], css_class: str = "lmviz-sentence", gap: str = "0.3rem") -> str:
+    return f'<div class="{css_class}" style="{CHIP_ROW};gap:{gap}">{"".join(chips)}</div>'
+
+
+def branch_chip(branch: str, token: str, shown: str) -> str:
+    """What a masked LM reads at one position, marked by its branch (HTML, the text escaped)."""
+    border, mark = BRANCH_MARKS[branch]
+    text = html.escape(mark.format(token=token, shown=shown))
+    return f'<span style="{CHIP};border:{border};{fill_css(MLM_BRANCH_COLOURS[branch])}">{text}</span>'
+
+
+def show_masked_tokens(rows, mask_token: str) -> None:
+    """The masked input, chip by chip (rows: lmviz.bert_analysis.MlmRow), and the legend of the four marks."""
+    st.html(chip_row([branch_chip(r.branch, r.token, r.shown) for r in rows]))
+    examples = {"not selected": ("original", "original"), "[MASK]": ("original", mask_token),
+                "random token": ("original", "random"), "kept": ("original", "original")}
+    st.html(chip_row([f"<span>{branch_chip(branch, *examples[branch])} {html.escape(meaning)}</span>"
+                      for branch, meaning in BRANCH_MEANINGS.items()], "lmviz-legend", gap="1rem"))
+
+
+def show_chart(figure, key: str) -> None:
+    """A Plotly figure with text readable from the back of the room: at least 14 px,
+    18 px in presentation mode (axis titles, ticks, labels and annotations alike)."""
+    size = chart_font_px()
+    figure.update_layout(font={"size": size}, hoverlabel={"font_size": size}, legend_font_size=size)
+    figure.update_xaxes(title_font_size=size, tickfont_size=size)
+    figure.update_yaxes(title_font_size=size, tickfont_size=size)
+    figure.update_annotations(font_size=size)
+    st.plotly_chart(figure, key=key)
 
 
 def show_code(*functions, label: str = "Show the code") -> None:

@@ -12,7 +12,7 @@ from transformers import DataCollatorForLanguageModeling
 from lmviz.analysis import NothingToScore, boundary_token_note, end_token_id, readable_token
 from lmviz.batches import (MAX_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
                            labels_for, pad_batch, reorderings)
-from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt
+from lmviz.numbers import PERPLEXITY_DIGITS, fmt
 from lmviz.losses import IGNORE_INDEX, perplexity
 from lmviz.ui import escape_markdown
 from tests.test_pages import open_page
@@ -180,21 +180,22 @@ def test_batches_page_shows_the_librarys_numbers(bundled):
     ids, mask = pad_batch(sequences, pad, "right")
     expected = batch_losses(bundled.model, ids, mask, labels_for(ids, mask))
     shown = metrics_of(at)
-    assert shown["The model's loss (out.loss)"] == fmt(expected.model_loss, CHECK_DIGITS)
-    assert shown["Token-weighted mean"] == fmt(expected.token_weighted_mean, CHECK_DIGITS)
-    assert shown["Mean of the sentences' means"] == fmt(expected.mean_of_means, CHECK_DIGITS)
+    assert shown["The model's loss (out.loss)"] == fmt(expected.model_loss)
+    assert shown["Token-weighted mean"] == fmt(expected.token_weighted_mean)
+    assert shown["Mean of the sentences' means"] == fmt(expected.mean_of_means)
     assert shown["Mean of the sentences' means"] != shown["The model's loss (out.loss)"]
+    assert shown["Batch loss (right padding)"] == fmt(expected.model_loss)  # the pinned headline
     sentences = at.dataframe[0].value
     assert sentences["mean loss"].tolist() == [fmt(v) for v in expected.sentence_losses]
     assert sentences["perplexity"].tolist() == [fmt(perplexity(v), PERPLEXITY_DIGITS) for v in expected.sentence_losses]
     assert sentences["length (tokens)"].tolist() == [len(s) for s in sequences]
     accumulation = gradient_accumulation(bundled.model, ids, mask, labels_for(ids, mask), 1)
-    assert shown["(a) Mean of the micro-batch means"] == fmt(accumulation.averaged, CHECK_DIGITS)
-    assert shown["(b) Sum ÷ all counted tokens"] == fmt(accumulation.summed, CHECK_DIGITS)
-    assert float(shown["(b) Sum ÷ all counted tokens"]) == pytest.approx(float(shown["The full batch's loss"]), abs=1e-5)
+    assert shown["(a) Mean of the micro-batch means"] == fmt(accumulation.averaged)
+    assert shown["(b) Sum ÷ all counted tokens"] == fmt(accumulation.summed)
+    assert float(shown["(b) Sum ÷ all counted tokens"]) == pytest.approx(float(shown["The full batch's loss"]), abs=1.1e-5)
     end_ids, end_mask = pad_batch(sequences, end, "right")
     bug = batch_losses(bundled.model, end_ids, end_mask, labels_for(end_ids, end_mask, mask_by="pad_id", pad_id=end))
-    assert shown["Loss, labels that mask every pad id"] == fmt(bug.model_loss, CHECK_DIGITS)
+    assert shown["Loss, labels that mask every pad id"] == fmt(bug.model_loss)
     # the collator the page names, run for real on the same sentences with the end token as its pad
     collator_tokenizer = copy.deepcopy(bundled.tokenizer)
     collator_tokenizer.pad_token = collator_tokenizer.convert_ids_to_tokens(end)
@@ -208,8 +209,8 @@ def test_batches_page_shows_the_librarys_numbers(bundled):
     assert not at.exception
     shown = metrics_of(at)
     full = float(shown["The full batch's loss"])
-    assert float(shown["(a) Mean of the micro-batch means"]) == pytest.approx(full, abs=1e-5)
-    assert float(shown["(b) Sum ÷ all counted tokens"]) == pytest.approx(full, abs=1e-5)
+    assert float(shown["(a) Mean of the micro-batch means"]) == pytest.approx(full, abs=1.1e-5)
+    assert float(shown["(b) Sum ÷ all counted tokens"]) == pytest.approx(full, abs=1.1e-5)
 
 
 def test_batches_page_names_the_tokens_it_really_adds(bundled):
@@ -231,8 +232,8 @@ def test_the_reordering_caption_appears_only_for_reordered_words(bundled):
     at = open_page("app_pages/batches.py")
     reorder = [c.value for c in at.caption if "in another order" in c.value]
     losses = at.dataframe[0].value["mean loss"].tolist()
-    assert reorder == [f"Sentence 2 has the words of sentence 1 in another order: the model finds it less likely "
-                       f"(mean loss {losses[1]} against {losses[0]})."]
+    assert reorder == [f"Sentence 2 has the words of sentence 1 in another order: its mean loss per token is higher, "
+                       f"{losses[1]} against {losses[0]}."]
     at.text_area(key="batch_text").input("The cat sat on the mat.\nA dog ran to the park.").run()
     assert not at.exception and not [c.value for c in at.caption if "in another order" in c.value]
     assert reorderings(["a b c.", "C, b a!", "a b c d", "A b C"]) == [(0, 1), (1, 3)]

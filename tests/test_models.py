@@ -174,7 +174,7 @@ def test_a_class_starting_at_once_dequantises_the_bundled_model_once(tmp_path, m
     for t in threads:
         t.join()
     assert len(calls) == 1
-    assert sum("Another visitor is starting the bundled model" in m for m in shown) >= 2  # the waiting pages say so
+    assert sum("The bundled model is being prepared" in m for m in shown) >= 2  # the waiting pages say so
     assert len(outcomes) == 3 and all(isinstance(o, str) and "bundled with" in o for o in outcomes), outcomes
 
 

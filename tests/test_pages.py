@@ -39,8 +39,8 @@ def test_toy_page_shows_the_articles_loss():
     at = open_page("app_pages/toy_example.py")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Loss: mean(-log p)"] == "0.86302"
-    assert metrics["Uniform guess: ln 10"] == "2.302585"
-    assert metrics["Perplexity: exp(loss)"] == "2.37032"
+    assert metrics["Uniform guess: ln 10"] == "2.30259"
+    assert metrics["Perplexity: exp(loss)"] == "2.3703"
     text = page_text(at)
     assert "(0.69315 + 1.20397 + 1.10866 + 0.79851 + 0.51083) / 5 = **0.86302**" in text
     assert any('greedy decoding would pick "am"' in w.value for w in at.warning)
@@ -56,16 +56,22 @@ def test_editing_a_probability_changes_the_loss():
     expected = (-math.log(0.5) - math.log(p_love) - math.log(0.33) - math.log(0.45) - math.log(0.6)) / 5
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Loss: mean(-log p)"] == f"{expected:.5f}" != "0.86302"
-    assert any("Rows 1 did not sum to 1" in i.value for i in at.info)
+    assert any("Row 1 does not sum to 1" in i.value for i in at.info)
 
 
-def test_a_zero_true_label_probability_is_explained_not_computed():
+def test_a_zero_true_label_probability_gives_an_explained_infinity_and_the_page_stays():
     at = open_page("app_pages/toy_example.py")
     at.session_state["toy_table_0"] = {"edited_rows": {0: {"I": 0.0}}, "added_rows": [], "deleted_rows": []}
     at.run()
-    assert not at.exception
-    assert any("-log p would be infinite" in e.value for e in at.error)
-    assert not at.metric  # no number computed from an invalid table
+    assert not at.exception and not at.error
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"Loss: mean(-log p)": "∞", "Perplexity: exp(loss)": "∞", "Uniform guess: ln 10": "2.30259"}
+    others = [fmt(-math.log(p)) for p in (0.3, 0.33, 0.45, 0.6)]  # positions 1-4 keep the article's numbers
+    assert f"(∞ + {' + '.join(others)}) / 5 = **∞**" in page_text(at)
+    steps = next(d.value for d in at.dataframe if "-log p(label)" in d.value.columns)
+    assert steps["-log p(label)"].tolist() == ["∞"] + others
+    assert any("-log 0 = ∞" in w.value and "could not happen" in w.value for w in at.warning)
+    assert len(at.get("plotly_chart")) == 1  # the chart is still drawn
 
 
 def test_your_sentence_scores_a_typed_sentence(bundled):
@@ -173,7 +179,8 @@ def test_train_page_trains_a_few_steps_and_the_model_is_usable_elsewhere():
     first, last = trainer.history[0].validation_loss, trainer.history[-1].validation_loss
     assert last < first  # the loss fell
     summary = " ".join(m.value for m in at.markdown)
-    assert "10 steps" in summary and f"Validation loss: next token {last:.3f}." in summary
+    assert "10 steps" in summary and f"Validation loss: next token {fmt(last)}." in summary
+    assert {m.label: m.value for m in at.metric}["Validation loss: next token"] == fmt(last)
     assert any("→" in t.value for t in at.text)  # the model's guesses are shown
 
     at.switch_page("app_pages/your_sentence.py").run()
@@ -193,10 +200,10 @@ def test_train_page_draws_masked_lm_and_next_sentence_apart():
     assert not at.exception and not at.error
     last = at.session_state["trainer"].history[-1].validation
     summary = " ".join(m.value for m in at.markdown)
-    assert (f"Validation loss: masked LM {last['masked LM']:.3f}, next sentence {last['next sentence']:.3f} "
-            f"(sum {sum(last.values()):.3f}, the number training lowers)") in summary
+    assert (f"Validation loss: masked LM {fmt(last['masked LM'])}, next sentence {fmt(last['next sentence'])} "
+            f"(sum {fmt(sum(last.values()))}, the number training lowers)") in summary
     figure = json.loads(at.get("plotly_chart")[-1].proto.spec)
-    titles = [a["text"] for a in figure["layout"]["annotations"]]
+    titles = [a["text"] for a in figure["layout"]["annotations"]] + [t.get("name", "") for t in figure["data"]]
     assert titles[:2] == ["masked LM loss", "next sentence loss"] and any(t.startswith("uniform guess: ln 2") for t in titles)
     shown = summary + " ".join(c.value for c in at.caption)
     assert "floor" not in shown and "lowest loss any model" not in shown
@@ -258,6 +265,10 @@ def test_masked_lm_page_matches_the_library_and_rerolls():
     text = at.text_area(key="mlm_text").value
     expected = analyse_mlm(load_bert(), text, seed=0)
     assert {m.label: m.value for m in at.metric}["Masked-LM loss"] == fmt(expected.loss)
+    table = at.dataframe[0].value  # first, only the positions that count
+    assert table["position"].tolist() == [r.position for r in expected.rows if r.label != -100]
+    assert table["-log p"].tolist() == [fmt(r.nll) for r in expected.rows if r.label != -100]
+    at.toggle(key="mlm_only_selected").set_value(False).run()
     table = at.dataframe[0].value
     assert table["branch"].tolist() == [r.branch for r in expected.rows]
     assert table["label"].tolist() == [r.label for r in expected.rows]
@@ -289,14 +300,18 @@ def test_masked_lm_page_bad_inputs():
     assert any("No position was selected" in w.value for w in at.warning)
     [b for b in at.button if b.label == "Mask one position"][0].click().run()
     assert not at.exception and at.metric
-    at.number_input(key="mlm_share_0").set_value(70).run()
-    assert any("add up to 100" in e.value for e in at.error)
+    # 95 % [MASK] + 10 % random cannot be: random is cut to the 5 % left, said next to the inputs, and the page
+    # still shows its result (before, any single edit blanked the page with an error)
+    at.number_input(key="mlm_share_0").set_value(95).run()
+    assert not at.exception and not at.error and at.metric
+    assert any("95 % + 10 % is more than 100 %" in w.value and "random token 5 %" in w.value for w in at.warning)
+    assert any(m.value.startswith("kept (%)") and "**0** = 100 − 95 − 5" in m.value for m in at.markdown)
 
 
 def test_next_sentence_page_shows_both_losses_and_the_convention():
     at = open_page("app_pages/next_sentence.py")
     assert not at.exception and not at.error
-    checks = [float(v) for v in at.dataframe[2].value["loss"].tolist()]
+    checks = [float(v) for v in at.dataframe[1].value["loss"].tolist()]
     assert len(checks) == 4 and max(checks) - min(checks) < 1e-5  # four ways, one number
     assert any("0 means B follows A" in i.value for i in at.info)
     at.text_input(key="nsp_b").input(" ").run()
@@ -336,3 +351,83 @@ def test_a_bert_trained_on_the_train_page_can_be_used_on_the_masked_lm_page():
     assert not at.exception and not at.error
     assert any("trained in this session for 10 steps" in c.value for c in at.caption)
     assert at.metric
+
+
+def html_of(at: AppTest, css_class: str) -> str:
+    """The body of the one st.html element whose outer element has ``css_class``."""
+    [body] = [h.value for h in at.html if f'class="{css_class}"' in h.value]
+    return body
+
+
+def test_your_sentence_writes_each_tokens_loss_on_it_escaped(bundled):
+    import html
+
+    from lmviz.analysis import analyse_clm
+    from lmviz.palettes import loss_colour
+
+    text = "I love <script>alert(1)</script> dogs $x$ **not** cats \u202eevil"
+    at = open_page("app_pages/your_sentence.py")
+    at.text_area(key="text").input(text).run()
+    assert not at.exception and not at.error
+    expected = analyse_clm(bundled, text)
+    sentence = html_of(at, "lmviz-sentence")
+    assert re.findall(r'class="lmviz-token"[^>]*>(.*?)</span>', sentence) == [
+        html.escape(r.target_token) for r in expected.rows]
+    assert re.findall(r'class="lmviz-nll"[^>]*>(.*?)</span>', sentence) == [fmt(r.nll) for r in expected.rows]
+    assert re.findall(r"background:(#[0-9A-F]{6})", sentence) == [loss_colour(r.nll) for r in expected.rows]
+    assert "<script" not in sentence and "&lt;" in sentence and "\u202e" not in sentence
+    legend = html_of(at, "lmviz-legend")
+    assert "low = likely" in legend and "high = surprising" in legend
+
+
+def test_masked_lm_page_marks_each_branch_by_more_than_colour():
+    import html
+
+    from lmviz.bert_analysis import analyse_mlm
+    from lmviz.models import load_bert
+
+    at = open_page("app_pages/masked_lm.py")
+    at.slider(key="mlm_rate").set_value(1.0).run()
+    at.number_input(key="mlm_share_0").set_value(40).run()
+    at.number_input(key="mlm_share_1").set_value(30).run()
+    assert not at.exception and not at.error and not at.warning
+    assert any("**30** = 100 − 40 − 30" in m.value for m in at.markdown)  # kept follows the two inputs
+    text = at.text_area(key="mlm_text").value
+    expected = analyse_mlm(load_bert(), text, seed=0, mask_prob=1.0, random_replace_prob=0.3, keep_original_prob=0.3)
+    assert {r.branch for r in expected.rows} == {"not selected", "[MASK]", "random token", "kept"}
+    at.toggle(key="mlm_only_selected").set_value(False).run()
+    assert at.dataframe[0].value["branch"].tolist() == [r.branch for r in expected.rows]
+    marks = {"not selected": "{shown}", "[MASK]": "{shown}", "random token": "{token}→{shown}", "kept": "✓ {shown}"}
+    chips = re.findall(r'<span style="([^"]*)">(.*?)</span>', html_of(at, "lmviz-sentence"))
+    assert [said for _, said in chips] == [
+        html.escape(marks[r.branch].format(token=r.token, shown=r.shown)) for r in expected.rows]
+    borders = {r.branch: re.search(r"border:([^;]*)", style).group(1) for r, (style, _) in zip(expected.rows, chips)}
+    assert len(set(borders.values())) == 4  # one border per branch: not colour alone
+    legend = html_of(at, "lmviz-legend")
+    for branch, border in borders.items():
+        assert f"border:{border}" in legend and f"{html.escape(branch)}: " in legend
+
+
+def test_your_sentence_puts_its_loss_on_a_scale(bundled):
+    """Beside the loss: a uniform guess's loss and the same model on plain English; and what the start
+    token changes at the beginning of the text, with this text's own numbers."""
+    from lmviz.analysis import REFERENCE_TEXT, analyse_clm
+
+    at = open_page("app_pages/your_sentence.py")
+    metrics = {m.label: m.value for m in at.metric}
+    vocabulary = bundled.model.config.vocab_size
+    assert metrics["Uniform guess: ln V"] == fmt(math.log(vocabulary))
+    assert f"V = {vocabulary:,} tokens" in next(m for m in at.metric if m.label == "Uniform guess: ln V").help
+    assert metrics["Plain English"] == fmt(analyse_clm(bundled, REFERENCE_TEXT).loss)
+    text = "The capital of France is Paris."
+    without, with_start = analyse_clm(bundled, text), analyse_clm(bundled, text, add_bos=True)
+    for bos in (False, True):  # the same sentence either way: it compares the two
+        at.checkbox(key="bos").set_value(bos).run()
+        said = next(c.value for c in at.caption if "Without a start token" in c.value)
+        assert escape_markdown(f"predicted from {without.tokens[0]} alone: -log p = {fmt(without.rows[0].nll)}") in said
+        assert escape_markdown(f"(-log p = {fmt(with_start.rows[0].nll)}), and {without.rows[0].target_token} "
+                               f"costs {fmt(with_start.rows[1].nll)}.") in said
+        rest = [r.nll for r in without.rows[1:]]
+        assert escape_markdown(f"costs {fmt(sum(rest) / len(rest))} per token") in said
+        assert {m.label: m.value for m in at.metric}["Plain English"] == fmt(
+            analyse_clm(bundled, REFERENCE_TEXT, add_bos=bos).loss)

@@ -44,3 +44,16 @@ def test_the_tiny_models_figures_are_the_recorded_ones():
     assert f"validation loss {gpt['token_loss']:.3f}" in README
     for model in report["models"]:
         assert model["command"].startswith("python -m scripts.pretrain_tiny")
+
+
+def test_the_home_page_says_what_is_scored_and_what_bounds_the_loss():
+    """Issue 13, points 2 and 10: not "every position is scored", not a floor for every objective."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_pages import APP
+
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    home = " ".join(m.value for m in at.markdown)
+    assert "every position is scored" not in home and "floor" not in home
+    assert "each token but the last is asked for the one after it" in home
+    assert "for next-token prediction, toward the stories' own entropy" in home

@@ -1,0 +1,87 @@
+"""The first visit of a class: does "Your sentence" answer at once?
+
+    python -m benchmarks.first_visit [--quick] [--wait SECONDS]
+
+A teacher starts the server, opens the home page, talks for a minute, then opens
+"Your sentence". Each row starts a fresh server (scripts/serve) and a fresh
+chromium, opens the home page, waits, opens "Your sentence" and reports the seconds
+until its loss is on screen (the times to the health check and the home page count from
+the server's start), with the bundled model warmed in the background
+from the first visit (the default) and without (LMVIZ_WARM_START=0). The weights
+cache on disk is warm in both rows (the model has been dequantised on this machine
+before); the dequantisation a brand-new machine adds (~40 s) is the last row,
+in the full run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+
+from lmviz.models import prepare_bundled
+from tests.e2e.live import CHROMIUM_FLAGS, LOSS_METRIC, ROOT, running_server
+
+
+def first_visit(chromium: str, wait: float, environment: dict[str, str]) -> tuple[float, float, float]:
+    """Seconds from starting the server to /_stcore/health answering and to the home page drawn,
+    and from opening Your sentence to its loss on screen."""
+    from playwright.sync_api import sync_playwright
+
+    saved = {key: os.environ.get(key) for key in environment}
+    os.environ.update(environment)
+    try:
+        server_start = time.perf_counter()
+        with running_server(ROOT / "artifacts" / "first-visit-benchmark.log") as url, sync_playwright() as p:
+            health = time.perf_counter() - server_start
+            browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+            tab = browser.new_page(viewport={"width": 1280, "height": 720})
+            tab.goto(url)
+            tab.wait_for_selector("[data-testid='stPageLink']", timeout=120_000)
+            home = time.perf_counter() - server_start
+            tab.wait_for_timeout(wait * 1000)
+            start = time.perf_counter()
+            tab.goto(f"{url}/sentence")
+            tab.wait_for_selector(LOSS_METRIC, timeout=300_000)
+            sentence = time.perf_counter() - start
+            browser.close()
+            return health, home, sentence
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key)
+            else:
+                os.environ[key] = value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a shorter wait and no cold-cache row (for CI)")
+    parser.add_argument("--wait", type=float, default=60.0, help="seconds between the home page and Your sentence")
+    args = parser.parse_args()
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        print("chromium is not installed (apt-get install chromium): nothing measured.")
+        return
+    wait = 20.0 if args.quick else args.wait
+    prepare_bundled()  # the weights cache on disk is warm for the first two rows
+    rows = [("warmed from the first visit (default)", {"LMVIZ_WARM_START": "1"}),
+            ("not warmed (LMVIZ_WARM_START=0)", {"LMVIZ_WARM_START": "0"})]
+    empty_cache = tempfile.mkdtemp(prefix="lmviz-cold-")
+    if not args.quick:
+        rows.append(("warmed, on a machine that never dequantised it", {"LMVIZ_WARM_START": "1",
+                                                                         "LMVIZ_CACHE": empty_cache}))
+    print(f"Server start -> home page -> {wait:.0f} s -> Your sentence, 1280x720, this machine "
+          f"({os.cpu_count()} CPUs)\n")
+    print(f"| {'server':<48} | health answers | home drawn | Your sentence opened → its loss on screen |")
+    print(f"|{'-' * 50}|---------------:|-----------:|------------------------------------------:|")
+    for name, environment in rows:
+        health, home, sentence = first_visit(chromium, wait, environment)
+        print(f"| {name:<48} | {health:12.1f} s | {home:8.1f} s | {sentence:39.1f} s |", flush=True)
+    shutil.rmtree(empty_cache, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""What every page run needs before any model, for the room: presentation mode, links
+to the glossary, and the bundled model warmed up in the background as soon as anyone
+opens the app.
+
+Streamlit glue like lmviz.ui, but kept apart from it because it must not import
+torch: app.py runs it on every page, the home page included, which would
+otherwise wait seconds for torch and transformers to import before it is drawn.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+
+import streamlit as st
+
+from lmviz.glossary import link
+
+PRESENT_KEY = "present"
+BODY_PX, CHART_PX = 24, 18  # presentation mode; otherwise Streamlit's 16 px and lmviz's 14 px charts
+NORMAL_CHART_PX = 14
+# Streamlit sizes its text in rem: a larger root font scales widgets, tables and headings together;
+# body text (0.875 rem) is then set to BODY_PX itself, and the title kept to two lines at 1280 px.
+PRESENTATION_CSS = f"""<style>
+html {{ font-size: 20px; }}
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
+[data-testid="stCaptionContainer"], [data-testid="stWidgetLabel"] p {{ font-size: {BODY_PX}px; }}
+[data-testid="stMain"] h1 {{ font-size: 2rem; }}
+[data-testid="stMetricLabel"] p {{ font-size: 18px !important; }}
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] p {{ font-size: 1.6rem !important; }}
+</style>"""
+
+
+RESULT_PANEL = "result-panel"  # the container key; Streamlit gives it the CSS class st-key-result-panel
+# The headline result of every page is pinned under Streamlit's header (3.75 rem): whatever the
+# teacher scrolls to, the number that a control changes stays on the projector's screen.
+# Streamlit wraps the container in a stLayoutWrapper of the same height, so that wrapper is what sticks;
+# the header above it is made opaque, so that the page scrolling under both never shows through.
+PAGE_CSS = f"""<style>
+[data-testid="stLayoutWrapper"]:has(> .st-key-{RESULT_PANEL}) {{ position: sticky; top: 3.75rem; z-index: 990; }}
+.st-key-{RESULT_PANEL} {{ background: var(--background-color, #fff); border-bottom: 2px solid rgba(49, 51, 63, 0.2);
+  padding-bottom: 0.25rem; }}
+[data-testid="stHeader"] {{ background: var(--background-color, #fff); }}
+</style>"""
+
+
+def page_style() -> None:
+    st.html(PAGE_CSS)
+
+
+def presentation_switch() -> bool:
+    """A switch in the sidebar, on every page; ?present=1 in a link turns it on. The
+    widget lives in app.py, so its state stays with the session from page to page."""
+    if PRESENT_KEY not in st.session_state:
+        st.session_state[PRESENT_KEY] = st.query_params.get(PRESENT_KEY) == "1"
+    on = st.sidebar.toggle("Presentation mode", key=PRESENT_KEY,
+                           help="Larger text and charts for a projector; stays on from page to page.")
+    if on:
+        st.html(PRESENTATION_CSS)
+    return on
+
+
+def presenting() -> bool:
+    return bool(st.session_state.get(PRESENT_KEY))
+
+
+def term(word: str, name: str) -> str:
+    """``word`` linked to the glossary entry ``name``; the glossary opens in presentation mode when the page is."""
+    return link(word, name, f"?{PRESENT_KEY}=1" if presenting() else "")
+
+
+def chart_font_px() -> int:
+    return CHART_PX if presenting() else NORMAL_CHART_PX
+
+
+class _Warmer:
+    """Loads the bundled model once per process, in a thread of its own, so that the
+    first visit to a causal-LM page finds it ready instead of waiting for it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.fraction, self.message, self.seconds, self.error = 0.0, "starting", None, None
+        self.model = "the bundled model"
+        self.batcher = None  # a weak reference to what was loaded
+
+    def start(self) -> None:
+        if os.environ.get("LMVIZ_WARM_START", "1") == "0":
+            return
+        with self._lock:
+            if self._thread is not None:
+                return
+            from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+
+            self._thread = threading.Thread(target=self._warm, name="lmviz-warm-start", daemon=True)
+            add_script_run_ctx(self._thread, get_script_run_ctx())  # Streamlit's caches need a session
+            self._thread.start()
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def _progress(self, fraction: float, message: str) -> None:
+        self.fraction, self.message = fraction, message
+
+    def _warm(self) -> None:
+        start = time.perf_counter()
+        try:
+            from lmviz import ui  # torch and transformers are imported here, off the page's thread
+            from lmviz.analysis import REFERENCE_TEXT
+            from lmviz.models import DEFAULT_MODEL, allowed_models, default_dtype, prepare_bundled
+
+            self.model = DEFAULT_MODEL
+            allowed = allowed_models()
+            if allowed is not None and DEFAULT_MODEL not in allowed:
+                self.message = "not needed: this deployment does not offer the bundled model"
+                return
+            prepare_bundled(self._progress)
+            self._progress(0.95, f"Loading {DEFAULT_MODEL}…")
+            # the key the pages load with; a weak reference, so that Streamlit's cache alone decides its life
+            batcher = ui.get_batcher(DEFAULT_MODEL, "auto", default_dtype(), None)
+            self.batcher = weakref.ref(batcher)
+            self._progress(0.98, "A first forward pass…")
+            batcher.analyse(REFERENCE_TEXT)  # a model's first forward pass is several times slower than the next
+            self.fraction, self.message = 1.0, f"{DEFAULT_MODEL} is ready"
+        except Exception as error:  # a page that needs the model will say what went wrong
+            self.error = f"{type(error).__name__}: {error}"
+            self.message = "could not prepare the bundled model; the pages will say why"
+        finally:
+            self.seconds = time.perf_counter() - start
+
+
+warmer = _Warmer()
+
+
+def warm_start() -> None:
+    """Start warming the bundled model (once per process) and say how far it is, in the sidebar."""
+    warmer.start()
+    if not warmer.started:
+        return
+    with st.sidebar:
+        if warmer.seconds is None:
+            _warming_status()  # redrawn every 2 s until the next full run of the page finds it done
+        else:
+            st.caption(f"Model: {warmer.message}.")
+
+
+@st.fragment(run_every=2)
+def _warming_status() -> None:
+    if warmer.seconds is None:
+        st.progress(warmer.fraction, text=f"Preparing {warmer.model} for the causal-LM pages in the background: "
+                                          f"{warmer.message}")
+    else:
+        st.caption(f"Model: {warmer.message}.")

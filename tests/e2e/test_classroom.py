@@ -1,0 +1,168 @@
+"""On a 1280×720 projector: after each control a teacher uses, the number it changed is on screen
+with the control, showing the new value; presentation mode's text is large enough for the back row."""
+
+import re
+from urllib.parse import quote
+
+import pytest
+
+from lmviz.analysis import analyse_clm
+from lmviz.numbers import fmt
+from tests.e2e.conftest import ARTIFACTS
+from tests.e2e.test_browser import assert_no_error, settle
+from tests.e2e.test_toy_browser import type_into_editor
+from tests.test_toy import by_hand
+
+PROJECTOR = {"width": 1280, "height": 720}
+
+
+@pytest.fixture()
+def projector(browser, server):
+    context = browser.new_context(viewport=PROJECTOR)
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+def metric(tab, label: str):
+    """The value element of the st.metric labelled exactly ``label``."""
+    named = tab.locator("[data-testid='stMetricLabel']", has_text=re.compile(f"^{re.escape(label)}$"))
+    return tab.locator("[data-testid='stMetric']", has=named).locator("[data-testid='stMetricValue']")
+
+
+def visible_value(tab, label: str) -> str:
+    """The metric's value, after checking that the whole metric lies inside the viewport."""
+    value = metric(tab, label)
+    value.wait_for(timeout=120_000)
+    box = value.bounding_box()
+    assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= PROJECTOR["height"], (label, box)
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PROJECTOR["width"], (label, box)
+    return value.inner_text().strip()
+
+
+def changed(tab, label: str, before: str) -> str:
+    """Wait until the metric shows something other than ``before``; return it, checked on screen."""
+    tab.wait_for_function(
+        """([label, before]) => [...document.querySelectorAll("[data-testid='stMetric']")].some(m =>
+             m.querySelector("[data-testid='stMetricLabel']")?.innerText.trim() === label &&
+             m.querySelector("[data-testid='stMetricValue']")?.innerText.trim() !== before)""",
+        arg=[label, before], timeout=180_000)
+    settle(tab)
+    return visible_value(tab, label)
+
+
+def open_at(tab, server, path: str, label: str) -> str:
+    tab.goto(f"{server}/{path}")
+    settle(tab)
+    return visible_value(tab, label)
+
+
+def scroll_to_bottom(tab) -> None:
+    tab.mouse.move(700, 400)
+    tab.mouse.wheel(0, 20_000)
+    tab.wait_for_timeout(500)
+
+
+def test_your_sentence_typed_linked_and_with_a_start_token(projector, server, bundled):
+    loss = "Loss: mean(-log p)"
+    first = open_at(projector, server, "sentence", loss)
+    assert first == f"{analyse_clm(bundled, 'The capital of France is Paris.').loss:.5f}"
+    box = projector.get_by_label("Your text")
+    box.fill("Students type their own sentences in class.")
+    box.press("Control+Enter")
+    typed = changed(projector, loss, first)
+    assert typed == f"{analyse_clm(bundled, 'Students type their own sentences in class.').loss:.5f}"
+    projector.get_by_text("Start with a start-of-text token", exact=True).click()
+    with_start = changed(projector, loss, typed)
+    assert with_start == f"{analyse_clm(bundled, 'Students type their own sentences in class.', add_bos=True).loss:.5f}"
+    scroll_to_bottom(projector)  # reading the tables far below: the loss stays pinned on screen
+    assert visible_value(projector, loss) == with_start
+    linked = open_at(projector, server, "sentence?text=" + quote("Bananas are yellow."), loss)
+    assert linked == f"{analyse_clm(bundled, 'Bananas are yellow.').loss:.5f}"
+    assert_no_error(projector)
+
+
+def test_masked_lm_reroll_and_rate(projector, server):
+    label = "Masked-LM loss"
+    first = open_at(projector, server, "masked-lm", label)
+    projector.get_by_role("button", name="Re-roll: a new mask").click()
+    rerolled = changed(projector, label, first)
+    slider = projector.get_by_role("slider", name="Selection rate")
+    slider.focus()
+    for _ in range(20):
+        slider.press("ArrowRight")
+    changed(projector, label, rerolled)
+    assert_no_error(projector)
+
+
+def test_next_sentence_label_flip(projector, server):
+    label = "Next-sentence loss"
+    first = open_at(projector, server, "nsp", label)
+    projector.get_by_text("no", exact=True).click()
+    changed(projector, label, first)
+
+
+def test_bert_loss_weight(projector, server):
+    label = "Total"
+    first = open_at(projector, server, "bert-loss", label)
+    slider = projector.get_by_role("slider", name="NSP weight")
+    slider.focus()
+    slider.press("Home")  # weight 0: the total becomes the masked-LM loss
+    total = changed(projector, label, first)
+    assert total == visible_value(projector, "Masked-LM loss")
+
+
+def test_batches_with_new_sentences(projector, server):
+    label = "Batch loss (right padding)"
+    first = open_at(projector, server, "batches", label)
+    box = projector.get_by_label("Sentences, one per line (at most 8)")
+    box.fill("A dog ran to the park.\nThe park was full of dogs.")
+    box.press("Control+Enter")
+    changed(projector, label, first)
+    assert_no_error(projector)
+
+
+def test_training_twenty_steps(projector, server):
+    projector.goto(f"{server}/train")
+    settle(projector)
+    projector.get_by_label("Steps").fill("20")
+    projector.get_by_role("button", name="Train", exact=True).click()
+    projector.wait_for_selector("text=20 steps in", timeout=180_000)
+    settle(projector)
+    assert visible_value(projector, "Step") == "20"
+    visible_value(projector, "Validation loss: next token")
+
+
+def test_presentation_mode_is_large_and_stays_on(projector, server):
+    projector.goto(f"{server}/sentence?present=1")
+    settle(projector)
+    body = projector.evaluate(
+        "parseFloat(getComputedStyle(document.querySelector('[data-testid=stMarkdownContainer] p')).fontSize)")
+    assert body >= 24
+    projector.wait_for_selector(".js-plotly-plot .xtitle", timeout=60_000)
+    chart = projector.evaluate("parseFloat(document.querySelector('.js-plotly-plot .xtitle').style.fontSize)")
+    assert chart >= 18
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    projector.screenshot(path=str(ARTIFACTS / "sentence-presentation.png"))  # what the back row sees
+    projector.get_by_role("link", name="Masked LM").click()  # the sidebar: same session, next page
+    settle(projector)
+    assert projector.evaluate(
+        "parseFloat(getComputedStyle(document.querySelector('[data-testid=stMarkdownContainer] p')).fontSize)") >= 24
+
+
+def test_without_presentation_mode_charts_are_still_readable(projector, server):
+    projector.goto(f"{server}/sentence")
+    settle(projector)
+    projector.wait_for_selector(".js-plotly-plot .xtitle", timeout=60_000)
+    assert projector.evaluate("parseFloat(document.querySelector('.js-plotly-plot .xtitle').style.fontSize)") >= 14
+
+
+def test_toy_edit_and_reset(projector, server):
+    label = "Loss: mean(-log p)"
+    assert open_at(projector, server, "toy", label) == "0.86302"
+    projector.locator("[data-testid='stDataFrame']").nth(2).scroll_into_view_if_needed()  # the editor
+    type_into_editor(projector, 0, "I", "0.0004")
+    edited = changed(projector, label, "0.86302")
+    assert edited == fmt(by_hand({0: {"I": 0.0004}})["loss"])
+    projector.get_by_role("button", name="Reset to the article's numbers").click()
+    assert changed(projector, label, edited) == "0.86302"
