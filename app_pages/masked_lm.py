@@ -2,7 +2,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.analysis import NothingToScore
-from lmviz.bert_analysis import analyse_mlm
+from lmviz.bert_analysis import NothingSelected, analyse_mlm
 from lmviz.classroom import term
 from lmviz.corpus import generate_corpus
 from lmviz.losses import mlm_loss
@@ -68,7 +68,7 @@ try:
                          keep_original_prob=kept_share / 100, min_selected=1 if force_one else 0)
 except NothingToScore as problem:
     st.warning(str(problem))
-    if "No position was selected" in str(problem):
+    if isinstance(problem, NothingSelected):
         st.button("Mask one position", on_click=lambda: st.session_state.update(mlm_force_one=text))
     st.stop()
 

@@ -21,6 +21,10 @@ from lmviz.models import model_build_lock
 MAX_PAIR_TOKENS = 128  # long enough for two sentences, short enough to stay quick on a CPU
 
 
+class NothingSelected(NothingToScore):
+    """The random selection picked no position (min_selected=1 masks one); the message says why."""
+
+
 @dataclass
 class MlmRow:
     position: int
@@ -96,7 +100,7 @@ def _masked_pair(loaded, text: str, pair: str | None, seed: int, mask_prob: floa
                            random_replace_prob, keep_original_prob, special_token_ids=specials, seed=seed,
                            min_selected=min_selected)
     if not mask.masked_positions.any():
-        raise NothingToScore(
+        raise NothingSelected(
             f"No position was selected: {mask_prob:.0%} of {num_eligible} tokens is less than one on average, "
             "and this seed picked none. Mask one position, change the seed, or raise the rate.")
     return enc, mask, num_eligible

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lmviz.analysis import NothingToScore
-from lmviz.bert_analysis import analyse_bert_loss, analyse_mlm, analyse_nsp
+from lmviz.bert_analysis import NothingSelected, analyse_bert_loss, analyse_mlm, analyse_nsp
 from lmviz.corpus import generate_corpus
 from lmviz.models import LoadedModel
 from lmviz.training import build_model, train_tokenizer
@@ -48,7 +48,7 @@ def test_mlm_same_seed_same_mask_and_reroll_changes_it(tiny_bert_loaded):
 
 
 def test_mlm_with_nothing_selected_says_so_and_can_mask_one(tiny_bert_loaded):
-    with pytest.raises(NothingToScore, match="No position was selected"):
+    with pytest.raises(NothingSelected, match="No position was selected"):
         analyse_mlm(tiny_bert_loaded, "anna", seed=0, mask_prob=0.0)
     one = analyse_mlm(tiny_bert_loaded, "anna", seed=0, mask_prob=0.0, min_selected=1)
     assert one.num_selected == 1 and math.isfinite(one.loss)

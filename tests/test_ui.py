@@ -1,15 +1,38 @@
-"""lmviz.ui: user text is shown literally."""
+"""lmviz.ui: user text is shown literally, checked on what a Markdown renderer makes of it."""
 
 import re
+
+from markdown_it import MarkdownIt
 
 from lmviz.ui import escape_markdown
 
 NASTY = r"**bold** _it_ $x^2$ <script>alert(1)</script> <img src=x onerror=alert(1)> [a](b) :red[c] `code` # h \ ~s~ |t|"
-MARKUP = set(r"\`*_{}[]()#+-.!|$<>~:&")
+# Streamlit's Markdown is CommonMark with GitHub's extensions (tables, ~strike~): render it the same way.
+RENDER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 
 
-def test_every_markup_character_is_escaped():
-    escaped = escape_markdown(NASTY)
-    unescaped = re.sub(r"\\.", "", escaped)  # drop every backslash-escaped pair
-    assert not set(unescaped) & MARKUP
-    assert re.sub(r"\\(.)", r"\1", escaped) == NASTY  # and nothing else changed
+def rendered_text(markdown: str) -> str:
+    """The visible text of the rendered HTML, its entities decoded."""
+    import html
+
+    return html.unescape(re.sub(r"<[^>]+>", "", RENDER.render(markdown))).strip()
+
+
+def test_markup_in_user_text_renders_as_the_text_itself():
+    html_out = RENDER.render(escape_markdown(NASTY))
+    for tag in ("<strong", "<em", "<script", "<img", "<a ", "<code", "<h1", "<s>", "<del", "<table"):
+        assert tag not in html_out, tag
+    assert rendered_text(escape_markdown(NASTY)) == NASTY
+
+
+def test_the_check_can_fail():
+    """Unescaped, the same text does render as markup: the test above would see a missing escape."""
+    html_out = RENDER.render(NASTY)
+    assert "<strong>" in html_out and "<code>" in html_out and "<a href" in html_out
+    assert rendered_text(NASTY) != NASTY
+
+
+def test_each_markup_character_alone_stays_itself():
+    for char in r"\`*_{}[]()#+-.!|$<>~:&":
+        for text in (char, f"{char}x{char}", f"{char * 2}x{char * 2}", f"{char} x"):
+            assert rendered_text(escape_markdown(text)) == text, text
