@@ -147,14 +147,15 @@ if trainer is not None and trainer.history:
     if trainer.objective == "clm":
         st.session_state["trained_clm"] = LoadedModel(
             trainer.model, trainer.tokenizer, f"your model from the Train page ({last.step} steps)",
-            "trained in this session", trainer.device, "float32", 0.0)
+            "trained in this session", trainer.device, "float32", 0.0, f"{trainer.identity}-{last.step}")
         st.page_link("app_pages/your_sentence.py", label="Score a sentence with the model you trained",
                      icon=":material/edit_note:")
     else:
         untrained_head = "; its next-sentence head was not trained" if trainer.objective == "mlm" else ""
         st.session_state["trained_bert"] = LoadedModel(
             trainer.model, trainer.tokenizer, "your BERT from the Train page",
-            f"trained in this session for {last.step} steps{untrained_head}", trainer.device, "float32", 0.0)
+            f"trained in this session for {last.step} steps{untrained_head}", trainer.device, "float32", 0.0,
+            f"{trainer.identity}-{last.step}")
         st.page_link("app_pages/masked_lm.py", label="Mask a sentence for the BERT you trained",
                      icon=":material/theater_comedy:")
 else:

@@ -136,7 +136,7 @@ else:
 
 
 def score(loaded, analyse, scored_text: str | None = None, with_start: bool | None = None):
-    return get_analysis(analyse, (loaded.name, id(loaded.model), loaded.device, loaded.dtype),
+    return get_analysis(analyse, (loaded.name, loaded.identity, loaded.device, loaded.dtype),
                         text if scored_text is None else scored_text, add_bos if with_start is None else with_start, 5)
 
 

@@ -18,7 +18,8 @@ import shutil
 import socket
 import threading
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
@@ -67,6 +68,9 @@ class LoadedModel:
     device: str
     dtype: str
     load_seconds: float
+    # What a cache of its results is keyed on: never reused, unlike id(model), which Python hands to a
+    # new object once the old one is freed (a retrained model could be served another model's results).
+    identity: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
 def available_devices() -> list[str]:

@@ -12,6 +12,7 @@ import functools
 import math
 import random
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 
@@ -208,6 +209,7 @@ class Trainer:
         self.model = build_model(objective, preset, self.tokenizer).to(device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=learning_rate, weight_decay=0.01)
         self.step = 0
+        self.identity = uuid.uuid4().hex  # with the step, names this model's weights for caches (see LoadedModel)
         self.history: list[StepRecord] = []
         self.validation = self.corpus.validation[:num_validation]
         # a fixed batch (fixed mask, fixed pairs), so that validation losses are comparable across steps

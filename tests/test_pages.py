@@ -431,3 +431,26 @@ def test_your_sentence_puts_its_loss_on_a_scale(bundled):
         assert escape_markdown(f"costs {fmt(sum(rest) / len(rest))} per token") in said
         assert {m.label: m.value for m in at.metric}["Plain English"] == fmt(
             analyse_clm(bundled, REFERENCE_TEXT, add_bos=bos).loss)
+
+
+def test_a_retrained_model_is_never_served_the_previous_models_results():
+    """Same name, same step count, new weights: the cached analysis must be the new model's own."""
+    from lmviz.analysis import analyse_clm
+
+    at = open_page("app_pages/train.py")
+    losses = []
+    for attempt in range(2):
+        if attempt:
+            at.switch_page("app_pages/train.py").run()
+            next(b for b in at.button if b.label == "Start over").click().run()
+            at.selectbox(key="train_preset").set_value("small").run()  # other weights than the first model's
+        at.number_input(key="train_steps").set_value(10)
+        next(b for b in at.button if b.label == "Train").click().run(timeout=300)
+        trained = at.session_state["trained_clm"]
+        at.switch_page("app_pages/your_sentence.py").run()
+        at.toggle(key="use_trained").set_value(True).run()
+        assert not at.exception
+        shown = {m.label: m.value for m in at.metric}["Loss: mean(-log p)"]
+        assert shown == fmt(analyse_clm(trained, "The capital of France is Paris.").loss)
+        losses.append(shown)
+    assert losses[0] != losses[1]
