@@ -3,13 +3,13 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from lmviz.analysis import NothingToScore, boundary_token_note, end_token_id, readable_token
 from lmviz.batches import (MAX_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
                            labels_for, pad_batch, position_ids_for, reorderings)
 from lmviz.classroom import term
 from lmviz.losses import IGNORE_INDEX, perplexity
 from lmviz.models import DEFAULT_MODEL, default_dtype
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap
+from lmviz.text import NothingToScore, boundary_token_note, end_token_id, readable_token
 from lmviz.ui import escape_markdown, load_with_progress, result_panel, show_code
 
 MAX_CHARS = 2000

@@ -1,12 +1,12 @@
 import pandas as pd
 import streamlit as st
 
-from lmviz.analysis import NothingToScore
 from lmviz.bert_analysis import analyse_bert_loss
 from lmviz.classroom import term
 from lmviz.corpus import generate_corpus
 from lmviz.losses import bert_loss
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
+from lmviz.text import NothingToScore
 from lmviz.ui import choose_bert, result_panel, show_code, show_masked_tokens
 
 

@@ -1,13 +1,13 @@
 import pandas as pd
 import streamlit as st
 
-from lmviz.analysis import NothingToScore
 from lmviz.bert_analysis import NothingSelected, analyse_mlm
 from lmviz.classroom import term
 from lmviz.corpus import generate_corpus
 from lmviz.losses import mlm_loss
 from lmviz.masking import create_mlm_mask
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_prob
+from lmviz.text import NothingToScore
 from lmviz.ui import choose_bert, escape_markdown, result_panel, show_code, show_masked_tokens
 
 

@@ -4,13 +4,13 @@ import random
 import pandas as pd
 import streamlit as st
 
-from lmviz.analysis import NothingToScore
 from lmviz.bert_analysis import analyse_nsp
 from lmviz.classroom import term
 from lmviz.corpus import generate_corpus
 from lmviz.losses import nsp_loss, seed_to_hf_nsp_labels
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_prob
 from lmviz.palettes import BLACK, LIGHT_GREY, WHITE
+from lmviz.text import NothingToScore
 from lmviz.ui import chip_row, choose_bert, escape_markdown, result_panel, show_code, stacked_chip
 
 SEGMENT_FILLS = {0: LIGHT_GREY, 1: WHITE}

@@ -1,21 +1,19 @@
 import html
 import math
-from statistics import mean
 from functools import partial
+from statistics import mean
 
 import pandas as pd
 import streamlit as st
 
 from lmviz import plots
-from lmviz.analysis import (REFERENCE_TEXT, NotEnoughMemory, NothingToScore, analyse_batch, analyse_clm,
-                            boundary_token_note, length_limit, readable_token, score_positions, start_token_id,
-                            valid_text)
+from lmviz.analysis import REFERENCE_TEXT, NotEnoughMemory, analyse_batch, analyse_clm, length_limit, score_positions
 from lmviz.classroom import term
 from lmviz.models import DEFAULT_MODEL, DTYPES, allowed_models, available_devices, default_dtype
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.palettes import LOSS_SCALE, loss_colour
-from lmviz.ui import (chip_row, escape_markdown, load_with_progress, result_panel, show_chart, show_code,
-                      stacked_chip)
+from lmviz.text import NothingToScore, boundary_token_note, readable_token, start_token_id, valid_text
+from lmviz.ui import chip_row, escape_markdown, load_with_progress, result_panel, show_chart, show_code, stacked_chip
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."

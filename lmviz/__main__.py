@@ -12,10 +12,11 @@ import json
 import math
 import sys
 
-from lmviz.analysis import NotEnoughMemory, NothingToScore, analyse_clm
+from lmviz.analysis import NotEnoughMemory, analyse_clm
 from lmviz.bert_analysis import analyse_mlm, analyse_nsp
 from lmviz.models import DEFAULT_MODEL, DTYPES, TINY_BERT, ModelLoadError, load_bert, load_causal_lm
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
+from lmviz.text import NothingToScore
 
 
 def _progress(fraction: float, message: str) -> None:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from lmviz.analysis import NothingToScore, encode, end_token_id
 from lmviz.losses import IGNORE_INDEX, clm_loss
+from lmviz.text import NothingToScore, encode, end_token_id, pad_right
 
 MAX_SENTENCES = 8
 MAX_TOKENS_PER_SENTENCE = 64
@@ -63,12 +63,10 @@ def pad_batch(sequences: list[list[int]], pad_id: int, side: str = "right") -> t
         raise ValueError(f"side must be 'right' or 'left'; got {side!r}.")
     if not sequences or not all(sequences):
         raise ValueError("Give at least one sentence, and no empty ones.")
-    width = max(len(ids) for ids in sequences)
-    rows, masks = [], []
-    for ids in sequences:
-        pads, real = width - len(ids), len(ids)
-        rows.append(ids + [pad_id] * pads if side == "right" else [pad_id] * pads + ids)
-        masks.append([1] * real + [0] * pads if side == "right" else [0] * pads + [1] * real)
+    rows, masks = pad_right(sequences, pad_id)
+    if side == "left":  # the same pads, moved in front: each row's real tokens end at the last position
+        rows = [row[len(ids):] + row[:len(ids)] for row, ids in zip(rows, sequences)]
+        masks = [mask[len(ids):] + mask[:len(ids)] for mask, ids in zip(masks, sequences)]
     return torch.tensor(rows), torch.tensor(masks)
 
 

@@ -20,7 +20,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from lmviz.analysis import valid_text
+from lmviz.text import valid_text
 
 NAMES = ("anna ben clara dan emma finn grace hugo ivy jack kate leo mia noah olga paul rosa sam tara "
          "umar vera will zoe max lily tom nina omar ruth eli").split()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from lmviz.losses import IGNORE_INDEX, IS_NEXT_HF
+from lmviz.text import pad_right
 
 # What happened at each position (the values of MlmMask.branch).
 NOT_SELECTED, MASKED, RANDOM, KEPT = 0, 1, 2, 3
@@ -177,11 +178,6 @@ def _negative_candidates(a_index: int, num_sentences: int, doc_ids: list | None)
     return [j for j in b_places if j != a_index + 1]
 
 
-def _pad_right(rows: list[list[int]], value: int) -> torch.Tensor:
-    width = max(len(r) for r in rows)
-    return torch.tensor([r + [value] * (width - len(r)) for r in rows])
-
-
 def create_nsp_pairs(
     sentences: list[list[int]],
     cls_token_id: int,
@@ -221,11 +217,11 @@ def create_nsp_pairs(
             labels.append(label)
             a_indices.append(a)
             b_indices.append(b)
-    input_ids = _pad_right(rows, pad_token_id)
+    padded, attention_mask = pad_right(rows, pad_token_id)
     return NspPairs(
-        input_ids=input_ids,
-        segment_ids=_pad_right(segments, 0),
-        attention_mask=_pad_right([[1] * len(r) for r in rows], 0),
+        input_ids=torch.tensor(padded),
+        segment_ids=torch.tensor(pad_right(segments, 0)[0]),
+        attention_mask=torch.tensor(attention_mask),
         labels=torch.tensor(labels),
         sentence_a=a_indices,
         sentence_b=b_indices,

@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.analysis import NothingToScore, _visible, analyse_clm, encode
+from lmviz.analysis import analyse_clm
+from lmviz.text import NothingToScore, _visible, encode
 
 TEXT = "the cat sat on a mat and the dog ran to the park"
 
@@ -93,7 +94,7 @@ def test_top_k_larger_than_the_vocabulary_is_capped(tiny_loaded):
 
 
 def test_readable_tokens_show_bytes_and_invisible_characters(bundled):
-    from lmviz.analysis import readable_token
+    from lmviz.text import readable_token
 
     tok = bundled.tokenizer
     pieces = [readable_token(tok, i) for i in tok("日 a\u202eb\x1b\r\n", add_special_tokens=False)["input_ids"]]

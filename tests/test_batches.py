@@ -6,14 +6,13 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-
 from transformers import DataCollatorForLanguageModeling
 
-from lmviz.analysis import NothingToScore, boundary_token_note, end_token_id, readable_token
 from lmviz.batches import (MAX_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
                            labels_for, pad_batch, reorderings)
-from lmviz.numbers import PERPLEXITY_DIGITS, fmt
 from lmviz.losses import IGNORE_INDEX, perplexity
+from lmviz.numbers import PERPLEXITY_DIGITS, fmt
+from lmviz.text import NothingToScore, boundary_token_note, end_token_id, readable_token
 from lmviz.ui import escape_markdown
 from tests.test_pages import open_page
 

@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from lmviz.analysis import NothingToScore
 from lmviz.bert_analysis import NothingSelected, analyse_bert_loss, analyse_mlm, analyse_nsp
 from lmviz.corpus import generate_corpus
 from lmviz.models import LoadedModel
+from lmviz.text import NothingToScore
 from lmviz.training import build_model, train_tokenizer
 
 TEXT = "anna and ben went to the park . anna saw a red fox near the pond ."

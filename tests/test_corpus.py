@@ -70,3 +70,13 @@ def test_user_text_becomes_stories_or_gets_a_clear_sentence():
         corpus_from_text("Too short. Really.")
     with pytest.raises(ValueError, match="larger than"):
         corpus_from_text("x" * 1_000_001)
+
+
+def test_the_story_generator_and_the_text_helpers_need_no_torch():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-c", "import sys, lmviz.corpus, lmviz.text; print('torch' in sys.modules)"],
+                          capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    assert done.stdout.strip() == "False", done.stderr

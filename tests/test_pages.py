@@ -111,7 +111,8 @@ def test_your_sentence_reads_the_sentence_from_the_url(bundled):
 
 
 def test_your_sentence_names_the_start_token_it_really_adds(bundled):
-    from lmviz.analysis import analyse_clm, boundary_token_note, readable_token
+    from lmviz.analysis import analyse_clm
+    from lmviz.text import boundary_token_note, readable_token
 
     at = open_page("app_pages/your_sentence.py")
     offer = next(c.value for c in at.caption if "Tick" in c.value)

@@ -5,8 +5,9 @@ import json
 import re
 from pathlib import Path
 
-from lmviz.analysis import MAX_TOKENS, readable_token, start_token_id
+from lmviz.analysis import MAX_TOKENS
 from lmviz.models import ASSETS
+from lmviz.text import readable_token, start_token_id
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 

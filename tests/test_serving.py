@@ -4,8 +4,9 @@ import threading
 
 import pytest
 
-from lmviz.analysis import NothingToScore, analyse_clm
+from lmviz.analysis import analyse_clm
 from lmviz.serving import Batcher
+from lmviz.text import NothingToScore
 
 SENTENCES = ["the cat sat on a mat", "a dog ran to the park and saw a big red bird", "the bird saw the cat",
              "small blue bird ran", "the cat and the dog sat on the mat and saw the park"] * 4
