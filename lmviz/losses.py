@@ -94,6 +94,23 @@ def _check_ids_match_logits(logits: torch.Tensor, ids: torch.Tensor, ids_name: s
         )
 
 
+def _check_clm_inputs(logits, input_ids, labels, attention_mask) -> None:
+    """Shapes that clm_loss can work with, or one sentence saying which does not fit."""
+    _check_ids_match_logits(logits, input_ids, "input_ids")
+    for name, tensor in (("labels", labels), ("attention_mask", attention_mask)):
+        if tensor is not None and tensor.shape != input_ids.shape:
+            raise ValueError(f"{name} {tuple(tensor.shape)} and input_ids {tuple(input_ids.shape)} "
+                             "must have the same shape.")
+
+
+def _require_a_target(labels: torch.Tensor, ignore_index: int) -> None:
+    if not bool((labels != ignore_index).any()):
+        raise ValueError(
+            "There is no next token to predict: a causal LM needs at least two tokens "
+            "(or a beginning-of-sequence token before the first word)."
+        )
+
+
 def clm_loss(
     logits: torch.Tensor,
     input_ids: torch.Tensor,
@@ -113,31 +130,18 @@ def clm_loss(
         shape (B, T): every input position has a row, the last one predicts nothing.
         With ``shift_labels=False`` the labels are taken as already aligned.
     """
-    _check_ids_match_logits(logits, input_ids, "input_ids")
-    if labels is None:
-        labels = input_ids
-    elif labels.shape != input_ids.shape:
-        raise ValueError(f"labels {tuple(labels.shape)} and input_ids {tuple(input_ids.shape)} must have the same shape.")
+    _check_clm_inputs(logits, input_ids, labels, attention_mask)
+    labels = input_ids if labels is None else labels
     if attention_mask is not None:
-        if attention_mask.shape != input_ids.shape:
-            raise ValueError(
-                f"attention_mask {tuple(attention_mask.shape)} and input_ids {tuple(input_ids.shape)} "
-                "must have the same shape."
-            )
-        padding = attention_mask == 0
-        labels = labels.masked_fill(padding, ignore_index)  # a padding token is never a target
+        labels = labels.masked_fill(attention_mask == 0, ignore_index)  # a padding token is never a target
     if shift_labels:
         # (B, T) -> (B, T): labels[t] becomes the token at t+1, the last position gets -100
         labels = F.pad(labels[:, 1:], (0, 1), value=ignore_index)
     if attention_mask is not None:
         # A padding position predicts nothing, not even the first real token after left padding.
         # (Hugging Face's models count that one prediction, so with left padding their loss differs.)
-        labels = labels.masked_fill(padding, ignore_index)
-    if not bool((labels != ignore_index).any()):
-        raise ValueError(
-            "There is no next token to predict: a causal LM needs at least two tokens "
-            "(or a beginning-of-sequence token before the first word)."
-        )
+        labels = labels.masked_fill(attention_mask == 0, ignore_index)
+    _require_a_target(labels, ignore_index)
     loss, detail = token_cross_entropy(logits, labels, ignore_index)
     info = {
         "loss": loss.item(),
