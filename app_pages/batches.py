@@ -3,7 +3,7 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from lmviz.batches import (MAX_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
+from lmviz.batches import (MAX_BATCH_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
                            labels_for, pad_batch, position_ids_for, reorderings)
 from lmviz.classroom import term
 from lmviz.losses import IGNORE_INDEX, perplexity
@@ -78,7 +78,7 @@ st.markdown(
     "Then the batch's loss is a mean, and *which* mean matters."
 )
 panel = result_panel()
-text = st.text_area(f"Sentences, one per line (at most {MAX_SENTENCES})", value=DEFAULT_SENTENCES,
+text = st.text_area(f"Sentences, one per line (at most {MAX_BATCH_SENTENCES})", value=DEFAULT_SENTENCES,
                     max_chars=MAX_CHARS, key="batch_text")
 
 batcher = load_with_progress(DEFAULT_MODEL, "auto", default_dtype(), None)  # the model every page shares
@@ -156,7 +156,7 @@ st.caption("With left padding the last pad 'predicts' each padded sentence's fir
            "attention mask) and left padding gives the right-padding numbers.")
 
 st.subheader("4. Gradient accumulation: the same batch in micro-batches")
-micro = st.number_input("Sentences per micro-batch", min_value=1, max_value=MAX_SENTENCES, value=1,
+micro = st.number_input("Sentences per micro-batch", min_value=1, max_value=MAX_BATCH_SENTENCES, value=1,
                         key="micro_batch_size")
 accumulation = accumulate(model, model_key, sequences, pad_id, min(int(micro), len(sequences)))
 st.dataframe(pd.DataFrame({

@@ -144,7 +144,7 @@ class Request:
     top_k: int = 5
 
 
-def prepare(loaded, text: str, add_bos: bool = False, top_k: int = 5, max_tokens: int = MAX_TOKENS) -> Request:
+def make_request(loaded, text: str, add_bos: bool = False, top_k: int = 5, max_tokens: int = MAX_TOKENS) -> Request:
     """Tokenize ``text`` for ``loaded``, cut to ``max_tokens`` or the model's own limit,
     whichever is smaller. Raises NothingToScore."""
     ids, truncated_from = encode(loaded.tokenizer, text, add_bos, min(max_tokens, length_limit(loaded.model)[0]))
@@ -236,4 +236,4 @@ def _analysis_of_row(loaded, request: Request, logits: torch.Tensor, ids: torch.
 def analyse_clm(loaded, text: str, add_bos: bool = False, top_k: int = 5, max_tokens: int = MAX_TOKENS) -> ClmAnalysis:
     """Score ``text`` with ``loaded`` (a lmviz.models.LoadedModel), cut to
     ``max_tokens`` or the model's own limit, whichever is smaller."""
-    return analyse_batch(loaded, [prepare(loaded, text, add_bos, top_k, max_tokens)])[0]
+    return analyse_batch(loaded, [make_request(loaded, text, add_bos, top_k, max_tokens)])[0]

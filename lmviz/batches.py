@@ -21,7 +21,7 @@ import torch
 from lmviz.losses import IGNORE_INDEX, clm_loss
 from lmviz.text import NothingToScore, encode, end_token_id, pad_right
 
-MAX_SENTENCES = 8
+MAX_BATCH_SENTENCES = 8
 MAX_TOKENS_PER_SENTENCE = 64
 
 
@@ -29,14 +29,14 @@ def encode_sentences(tokenizer, lines: list[str], max_tokens: int = MAX_TOKENS_P
     """Token ids of each non-empty line, as a pre-training document: the start
     token, the words, then the end token (``end_token_id``: the document
     separator where the vocabulary has one, so the model learns where text ends).
-    Raises NothingToScore unless there are two to MAX_SENTENCES sentences of at most
+    Raises NothingToScore unless there are two to MAX_BATCH_SENTENCES sentences of at most
     ``max_tokens`` tokens each (a cut sentence would get an EOS it does not have)."""
     sentences = [line.strip() for line in lines if line.strip()]
     if len(sentences) < 2:
         found = "no sentence" if not sentences else "only one sentence"
         raise NothingToScore(f"A batch needs at least two sentences, one per line; there is {found}.")
-    if len(sentences) > MAX_SENTENCES:
-        raise NothingToScore(f"Type at most {MAX_SENTENCES} sentences; there are {len(sentences)}.")
+    if len(sentences) > MAX_BATCH_SENTENCES:
+        raise NothingToScore(f"Type at most {MAX_BATCH_SENTENCES} sentences; there are {len(sentences)}.")
     end = end_token_id(tokenizer)
     sequences = []
     for number, sentence in enumerate(sentences, 1):

@@ -218,6 +218,6 @@ def analyse_bert_loss(loaded, sentence_a: str, sentence_b: str, b_follows_a: boo
         total, info = bert_loss(out.prediction_logits, out.seq_relationship_logits, ids.to(device),
                                 mask.masked_positions.to(device), label, mlm_weight=mlm_weight, nsp_weight=nsp_weight)
     return BertLossAnalysis(
-        loaded.name, _mlm_rows(loaded.tokenizer, ids, mask, info["mlm_loss"], out.prediction_logits, 1),
-        enc["token_type_ids"][0].tolist(), int(label), float(info["nsp_loss"]["p_is_next"][0]),
-        info["mlm_loss"]["loss"], info["nsp_loss"]["loss"], mlm_weight, nsp_weight, total.item(), out.loss.item())
+        loaded.name, _mlm_rows(loaded.tokenizer, ids, mask, info["mlm_info"], out.prediction_logits, 1),
+        enc["token_type_ids"][0].tolist(), int(label), float(info["nsp_info"]["p_is_next"][0]),
+        info["mlm_info"]["loss"], info["nsp_info"]["loss"], mlm_weight, nsp_weight, total.item(), out.loss.item())

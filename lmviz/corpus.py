@@ -43,7 +43,7 @@ COLOURS = "red blue green yellow brown white black small big old".split()
 FEELINGS = "happy tired hungry brave sleepy proud".split()
 FOODS = "bread cake soup pie cheese plums".split()
 STOP_PROBABILITY = 0.25  # after each sentence from the third on
-MIN_SENTENCES, MAX_SENTENCES = 3, 7
+MIN_STORY_SENTENCES, MAX_STORY_SENTENCES = 3, 7
 END = "[SEP]"  # the end of a story: a token too, because the model must predict it
 
 
@@ -125,8 +125,8 @@ def generate_story(rng: random.Random) -> Story:
     w.say(".")
     count = 1
     while True:
-        may_stop = count >= MIN_SENTENCES
-        must_stop = count >= MAX_SENTENCES
+        may_stop = count >= MIN_STORY_SENTENCES
+        must_stop = count >= MAX_STORY_SENTENCES
         if must_stop:
             break
         if may_stop and rng.random() < STOP_PROBABILITY:

@@ -279,7 +279,7 @@ def bert_loss(
         "total_loss": total.item(),
         "mlm_weight": mlm_weight,
         "nsp_weight": nsp_weight,
-        "mlm_loss": mlm_info,
-        "nsp_loss": nsp_info,
+        "mlm_info": mlm_info,
+        "nsp_info": nsp_info,
     }
     return total, info

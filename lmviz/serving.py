@@ -16,7 +16,7 @@ import threading
 import time
 from concurrent.futures import Future
 
-from lmviz.analysis import ClmAnalysis, NotEnoughMemory, analyse_batch, prepare
+from lmviz.analysis import ClmAnalysis, NotEnoughMemory, analyse_batch, make_request
 
 WINDOW_SECONDS = 0.01  # how long the first request of a batch waits for company
 MAX_BATCH = 32
@@ -38,7 +38,7 @@ class Batcher:
 
     def analyse(self, text: str, add_bos: bool = False, top_k: int = 5) -> ClmAnalysis:
         """Like lmviz.analysis.analyse_clm; bad input raises here, in the caller's thread."""
-        request = prepare(self.loaded, text, add_bos, top_k)
+        request = make_request(self.loaded, text, add_bos, top_k)
         done: Future = Future()
         with self._closing:
             if self._closed:  # a session still holding a closed batcher: served alone, in its own thread

@@ -165,7 +165,7 @@ def loss_parts(objective: str, info: dict) -> dict[str, float]:
         return {"next token": info["loss"]}
     if objective == "mlm":
         return {"masked LM": info["loss"]}
-    return {"masked LM": info["mlm_loss"]["loss"], "next sentence": info["nsp_loss"]["loss"]}
+    return {"masked LM": info["mlm_info"]["loss"], "next sentence": info["nsp_info"]["loss"]}
 
 
 @dataclass
@@ -321,13 +321,13 @@ def evaluate(model, objective: str, tokenizer, stories: list[Story], seed: int =
     for start in range(0, len(stories), batch_size):
         batch = make_batch(objective, stories[start:start + batch_size], tokenizer, seed=seed + start).to(device)
         _, info = compute_loss(model, objective, batch)
-        token_info = info if objective != "mlm+nsp" else info["mlm_loss"]
+        token_info = info if objective != "mlm+nsp" else info["mlm_info"]
         counted = token_info["counted"]
         totals["tokens"] += int(counted.sum())
         totals["token_nll"] += float(token_info["nll"][counted].sum())
         totals["token_correct"] += int(((token_info["predictions"] == token_info["target_ids"]) & counted).sum())
         if objective == "mlm+nsp":
-            nsp = info["nsp_loss"]
+            nsp = info["nsp_info"]
             totals["pairs"] += len(nsp["nll"])
             totals["nsp_nll"] += float(nsp["nll"].sum())
             totals["nsp_correct"] += int((nsp["predictions"] == batch.nsp_labels).sum())

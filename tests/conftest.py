@@ -1,9 +1,13 @@
 """Shared fixtures: tiny Hugging Face models built from configs, and the bundled model, offline."""
 
 import os
+import tempfile
 
 # Tests never reach the Hugging Face hub: what they need is built here or shipped in a package.
 os.environ["HF_HUB_OFFLINE"] = "1"
+# ...and never see this machine's hub cache: the BERT pages would pick bert-base-uncased where it is
+# cached, and compare it with tests written for lmviz's tiny BERT. An empty cache pins the tiny one.
+os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="lmviz-tests-empty-hub-cache-")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DataCollatorForLanguageModeling
 
-from lmviz.batches import (MAX_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
+from lmviz.batches import (MAX_BATCH_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
                            labels_for, pad_batch, reorderings)
 from lmviz.losses import IGNORE_INDEX, perplexity
 from lmviz.numbers import PERPLEXITY_DIGITS, fmt
@@ -159,7 +159,7 @@ def test_encode_sentences_frames_each_line_and_needs_two(tiny_tokenizer):
     assert [s[0] for s in sequences] == [start, start] and [s[-1] for s in sequences] == [end, end]
     assert sequences[0][1:-1] == tiny_tokenizer("the cat sat", add_special_tokens=False)["input_ids"]
     for lines, message in [(["", "  "], "no sentence"), (["the cat"], "only one sentence"),
-                           (["a"] * (MAX_SENTENCES + 1), "at most"),
+                           (["a"] * (MAX_BATCH_SENTENCES + 1), "at most"),
                            (["the cat", "the cat " * 40], "Sentence 2 has 81 tokens; this page takes at most 64")]:
         with pytest.raises(NothingToScore, match=message):
             encode_sentences(tiny_tokenizer, lines)

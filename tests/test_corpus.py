@@ -23,7 +23,7 @@ def _replay_log_prob(story) -> float:
     log_p = -math.log(len(corpus.NAMES)) - math.log(len(corpus.NAMES) - 1) - math.log(len(corpus.PLACES))
     sentences = [s.split() for s in story.sentences[1:]]
     for count, sentence in enumerate(sentences, start=1):
-        if count >= corpus.MIN_SENTENCES:
+        if count >= corpus.MIN_STORY_SENTENCES:
             log_p += math.log(1 - corpus.STOP_PROBABILITY)
         log_p += math.log(1 / 3) + math.log(1 / 7)  # who, then which verb
         verb = sentence[1]
@@ -32,7 +32,7 @@ def _replay_log_prob(story) -> float:
                    "said": []}[verb]
         log_p -= sum(math.log(n) for n in choices)
         assert sentence[0] in (a, b, "they") and place in corpus.PLACES
-    if len(story.sentences) < corpus.MAX_SENTENCES:
+    if len(story.sentences) < corpus.MAX_STORY_SENTENCES:
         log_p += math.log(corpus.STOP_PROBABILITY)
     return log_p
 

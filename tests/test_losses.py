@@ -241,10 +241,10 @@ def test_bert_loss_equals_bert_for_pretraining_loss(tiny_bert):
                             mask.masked_positions, nsp_labels)
     assert total.item() == pytest.approx(out.loss.item(), abs=1e-5)
     mlm_reference = F.cross_entropy(out.prediction_logits.reshape(-1, TINY_VOCAB), mask.labels.reshape(-1))
-    assert info["mlm_loss"]["loss"] == pytest.approx(mlm_reference.item(), abs=1e-5)
-    assert info["nsp_loss"]["loss"] == pytest.approx(
+    assert info["mlm_info"]["loss"] == pytest.approx(mlm_reference.item(), abs=1e-5)
+    assert info["nsp_info"]["loss"] == pytest.approx(
         F.cross_entropy(out.seq_relationship_logits, nsp_labels).item(), abs=1e-6)
     weighted, _ = bert_loss(out.prediction_logits, out.seq_relationship_logits, input_ids,
                             mask.masked_positions, nsp_labels, mlm_weight=0.5, nsp_weight=2.0)
-    expected = 0.5 * info["mlm_loss"]["loss"] + 2.0 * info["nsp_loss"]["loss"]
+    expected = 0.5 * info["mlm_info"]["loss"] + 2.0 * info["nsp_info"]["loss"]
     assert weighted.item() == pytest.approx(expected, abs=1e-5)
