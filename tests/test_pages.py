@@ -265,7 +265,12 @@ def test_masked_lm_page_matches_the_library_and_rerolls():
     assert not at.exception and not at.error
     text = at.text_area(key="mlm_text").value
     expected = analyse_mlm(load_bert(), text, seed=0)
-    assert {m.label: m.value for m in at.metric}["Masked-LM loss"] == fmt(expected.loss)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Masked-LM loss"] == fmt(expected.loss)
+    assert metrics["Positions selected (they count)"] == str(sum(r.label != -100 for r in expected.rows))
+    tokenizer = load_bert().tokenizer
+    ids = tokenizer(text)["input_ids"]
+    assert metrics["Tokens that could be selected"] == str(sum(i not in tokenizer.all_special_ids for i in ids))
     table = at.dataframe[0].value  # first, only the positions that count
     assert table["position"].tolist() == [r.position for r in expected.rows if r.label != -100]
     assert table["-log p"].tolist() == [fmt(r.nll) for r in expected.rows if r.label != -100]
@@ -315,6 +320,16 @@ def test_next_sentence_page_shows_both_losses_and_the_convention():
     checks = [float(v) for v in at.dataframe[1].value["loss"].tolist()]
     assert len(checks) == 4 and max(checks) - min(checks) < 1e-5  # four ways, one number
     assert any("0 means B follows A" in i.value for i in at.info)
+    # the pinned headline: p(B follows A) as torch's softmax of the head's own logits gives it
+    import torch
+
+    from lmviz.bert_analysis import analyse_nsp
+    from lmviz.models import load_bert
+
+    pair = analyse_nsp(load_bert(), at.text_input(key="nsp_a").value, at.text_input(key="nsp_b").value, True)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["p(B follows A)"] == fmt_prob(torch.softmax(torch.tensor(pair.logits), -1)[0].item())
+    assert metrics["Next-sentence loss"] == fmt(pair.loss_torch)
     at.text_input(key="nsp_b").input(" ").run()
     assert any("needs two sentences" in w.value for w in at.warning)
 
