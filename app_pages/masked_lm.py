@@ -94,7 +94,7 @@ rows = [r for r in result.rows if r.nll is not None] if only_selected else resul
 st.dataframe(pd.DataFrame({
     "position": [r.position for r in rows],
     "token": [r.token for r in rows],
-    "branch": [r.branch for r in rows],
+    "branch": [r.branch.words for r in rows],
     "model reads": [r.shown for r in rows],
     "label": [r.label for r in rows],
     "p(original)": [fmt_prob(r.prob) if r.prob is not None else "" for r in rows],

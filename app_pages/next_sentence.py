@@ -7,7 +7,7 @@ import streamlit as st
 from lmviz.bert_analysis import analyse_nsp
 from lmviz.classroom import term
 from lmviz.corpus import generate_corpus
-from lmviz.losses import nsp_loss, seed_to_hf_nsp_labels
+from lmviz.losses import nsp_loss, flip_nsp_labels
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_prob
 from lmviz.palettes import BLACK, LIGHT_GREY, WHITE
 from lmviz.text import NothingToScore
@@ -94,7 +94,7 @@ st.markdown(
     "sigmoid (binary cross-entropy) is the same classifier."
 )
 st.info("Label convention: this page follows Hugging Face's BertForPreTraining, where **0 means B follows A**. "
-        "The seed module lmviz grew from used the opposite, 1 = B follows A; lmviz converts with "
-        "`seed_to_hf_nsp_labels` (label → 1 - label). Mixing the two up trains the head backwards.")
+        "language_modeling_losses.py, the module lmviz grew from, used the opposite, 1 = B follows A; lmviz converts with "
+        "`flip_nsp_labels` (label → 1 - label). Mixing the two up trains the head backwards.")
 
-show_code(nsp_loss, seed_to_hf_nsp_labels)
+show_code(nsp_loss, flip_nsp_labels)

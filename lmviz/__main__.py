@@ -74,7 +74,7 @@ def _mlm_table(result) -> str:
     for r in result.rows:
         p = fmt_prob(r.prob) if r.prob is not None else ""
         nll = fmt(r.nll) if r.nll is not None else ""
-        lines.append(f"{r.position:>4}  {r.token[:14]:<14} {r.branch:<13} {r.shown[:14]:<14} {r.label:>6}  {p:>10}  {nll:>9}")
+        lines.append(f"{r.position:>4}  {r.token[:14]:<14} {r.branch.words:<13} {r.shown[:14]:<14} {r.label:>6}  {p:>10}  {nll:>9}")
     lines += [f"masked-LM loss            {fmt(result.loss)}",
               f"  lmviz mlm_loss          {fmt(result.loss, CHECK_DIGITS)}",
               f"  model's own loss        {fmt(result.loss_model, CHECK_DIGITS)}"]

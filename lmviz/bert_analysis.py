@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from lmviz.losses import IS_NEXT_HF, bert_loss, mlm_loss, nsp_loss
-from lmviz.masking import BRANCH_NAMES, create_mlm_mask, replacement_pool
+from lmviz.masking import Branch, create_mlm_mask, replacement_pool
 from lmviz.models import model_build_lock
 from lmviz.text import NothingToScore, readable_token, valid_text
 
@@ -30,7 +30,7 @@ class MlmRow:
     position: int
     token: str  # the original token
     token_id: int
-    branch: str  # not selected / [MASK] / random token / kept
+    branch: Branch  # what happened here: not selected, [MASK], random token or kept
     shown: str  # what the model reads at this position
     label: int  # the original id where selected, -100 elsewhere
     prob: float | None  # p(original token) where selected
@@ -52,7 +52,14 @@ class MlmAnalysis:
     replacement_pool_size: int  # the ids lmviz draws a random token from: the vocabulary less the special tokens
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return _with_branch_words(asdict(self))
+
+
+def _with_branch_words(data: dict) -> dict:
+    """An analysis as the CLI's JSON writes it: each row's branch in words, as the pages show it."""
+    for row in data["rows"]:
+        row["branch"] = Branch(row["branch"]).words
+    return data
 
 
 def _heads(model):
@@ -117,7 +124,7 @@ def _mlm_rows(tokenizer, ids: torch.Tensor, mask, info: dict, logits: torch.Tens
         selected = bool(mask.masked_positions[0, t])
         rows.append(MlmRow(
             position=t, token=readable_token(tokenizer, token_id), token_id=token_id,
-            branch=BRANCH_NAMES[int(mask.branch[0, t])],
+            branch=Branch(int(mask.branch[0, t])),
             shown=readable_token(tokenizer, int(mask.masked_input_ids[0, t])), label=int(mask.labels[0, t]),
             prob=float(info["target_probs"][0, t]) if selected else None,
             nll=float(info["nll"][0, t]) if selected else None,
@@ -201,7 +208,7 @@ class BertLossAnalysis:
     total_model: float  # BertForPreTraining's own loss (both weights 1)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return _with_branch_words(asdict(self))
 
 
 def analyse_bert_loss(loaded, sentence_a: str, sentence_b: str, b_follows_a: bool = True, seed: int = 0,

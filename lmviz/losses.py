@@ -3,7 +3,8 @@ prediction, and the combined BERT loss.
 
 Every function takes logits (never a model, never a tokenizer) and returns
 ``(loss, info)``: ``loss`` is a differentiable scalar tensor, ``info`` a dict
-with the same summary keys as the seed module (``loss``, ``accuracy``, ...)
+with the same summary keys as language_modeling_losses.py, the module lmviz grew
+from (``loss``, ``accuracy``, ...),
 plus the per-position detail the pages draw:
 
     target_ids    the id each position is asked to predict (-100 where nothing)
@@ -29,9 +30,9 @@ IGNORE_INDEX = -100
 
 # Which NSP label means "sentence B really follows sentence A".
 # Hugging Face's BertForPreTraining (and the original BERT) use 0;
-# the seed module used 1. lmviz follows Hugging Face.
+# language_modeling_losses.py, the module lmviz grew from, used 1. lmviz follows Hugging Face.
 IS_NEXT_HF = 0
-IS_NEXT_SEED = 1
+IS_NEXT_FLIPPED = 1
 
 
 def _at_least_float32(logits: torch.Tensor) -> torch.Tensor:
@@ -185,7 +186,7 @@ def mlm_loss(
     if not bool(masked_positions.any()):
         raise ValueError(
             "No position is masked, so the masked-LM loss has nothing to average "
-            "(the seed returned NaN here). Select at least one position."
+            "(the module lmviz grew from returned NaN here). Select at least one position."
         )
     mlm_labels = labels.masked_fill(~masked_positions.bool(), ignore_index)
     loss, detail = token_cross_entropy(logits, mlm_labels, ignore_index)
@@ -199,9 +200,9 @@ def mlm_loss(
     return loss, info
 
 
-def seed_to_hf_nsp_labels(labels: torch.Tensor) -> torch.Tensor:
-    """Convert NSP labels between the seed's convention (1 = B follows A) and
-    Hugging Face's (0 = B follows A). The conversion is its own inverse."""
+def flip_nsp_labels(labels: torch.Tensor) -> torch.Tensor:
+    """Convert NSP labels between the flipped convention of the module lmviz grew from
+    (1 = B follows A) and Hugging Face's (0 = B follows A). The conversion is its own inverse."""
     return 1 - labels
 
 
@@ -214,7 +215,7 @@ def nsp_loss(logits: torch.Tensor, labels: torch.Tensor, is_next_label: int = IS
         the single logit equals logit[1] - logit[0].
     labels: (B,), 0 or 1.
     is_next_label: which label means "B follows A". Hugging Face uses 0
-        (``IS_NEXT_HF``), the seed used 1 (``IS_NEXT_SEED``). It only changes
+        (``IS_NEXT_HF``), the module lmviz grew from used 1 (``IS_NEXT_FLIPPED``). It only changes
         how the info is reported (``p_is_next``, ``num_positive``), not the loss.
     """
     if logits.dim() != 2 or logits.shape[-1] not in (1, 2) or labels.shape != logits.shape[:1]:

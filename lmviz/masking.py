@@ -9,6 +9,7 @@ tensors a model needs, the choices they made.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 import torch
@@ -16,21 +17,31 @@ import torch
 from lmviz.losses import IGNORE_INDEX, IS_NEXT_HF
 from lmviz.text import pad_right
 
-# What happened at each position (the values of MlmMask.branch).
-NOT_SELECTED, MASKED, RANDOM, KEPT = 0, 1, 2, 3
-BRANCH_NAMES = {NOT_SELECTED: "not selected", MASKED: "[MASK]", RANDOM: "random token", KEPT: "kept"}
+class Branch(enum.IntEnum):
+    """What happened at a position: the values of MlmMask.branch (ints, so that tensors hold them)."""
+
+    NOT_SELECTED = 0
+    MASKED = 1  # replaced by the mask token
+    RANDOM = 2  # replaced by a random token
+    KEPT = 3  # selected, left as it is
+
+    @property
+    def words(self) -> str:
+        """The branch as a page or the CLI shows it."""
+        return {Branch.NOT_SELECTED: "not selected", Branch.MASKED: "[MASK]", Branch.RANDOM: "random token",
+                Branch.KEPT: "kept"}[self]
 
 
 @dataclass(frozen=True)
 class MlmMask:
     """The result of ``create_mlm_mask``.
 
-    It unpacks like the seed's pair: ``masked_input_ids, masked_positions = create_mlm_mask(...)``.
+    It unpacks like the pair of the module lmviz grew from: ``masked_input_ids, masked_positions = create_mlm_mask(...)``.
     """
 
     masked_input_ids: torch.Tensor  # (B, T) what the model sees
     masked_positions: torch.Tensor  # (B, T) bool, the positions it is scored on
-    branch: torch.Tensor  # (B, T) NOT_SELECTED / MASKED / RANDOM / KEPT
+    branch: torch.Tensor  # (B, T) Branch values
     labels: torch.Tensor  # (B, T) original id where selected, -100 elsewhere (Hugging Face's labels)
 
     def __iter__(self):
@@ -138,8 +149,8 @@ def create_mlm_mask(
     masked_input_ids = ids.clone()
     masked_input_ids[to_mask] = mask_token_id
     masked_input_ids[to_random] = random_ids[to_random]
-    branch = torch.full(ids.shape, NOT_SELECTED)
-    branch[to_mask], branch[to_random], branch[to_keep] = MASKED, RANDOM, KEPT
+    branch = torch.full(ids.shape, Branch.NOT_SELECTED)
+    branch[to_mask], branch[to_random], branch[to_keep] = Branch.MASKED, Branch.RANDOM, Branch.KEPT
     device = input_ids.device
     return MlmMask(
         masked_input_ids=masked_input_ids.to(device),
@@ -151,7 +162,7 @@ def create_mlm_mask(
 
 @dataclass(frozen=True)
 class NspPairs:
-    """The result of ``create_nsp_pairs``; unpacks like the seed's triple
+    """The result of ``create_nsp_pairs``; unpacks like the triple of the module lmviz grew from
     ``input_ids, segment_ids, labels``."""
 
     input_ids: torch.Tensor  # (P, L) [CLS] A [SEP] B [SEP], right-padded
@@ -195,7 +206,7 @@ def create_nsp_pairs(
         then drawn from other documents.
     For each A = sentences[2i] the result holds two pairs: the true next
     sentence (label ``is_next_label``) and a real sentence from elsewhere in
-    the corpus (the other label). The seed filled B with random token ids
+    the corpus (the other label). The module lmviz grew from filled B with random token ids
     instead, which no real text looks like and a model spots from the tokens alone.
     The special ids come from the caller's tokenizer.
     """

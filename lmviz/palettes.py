@@ -30,9 +30,10 @@ LOSS_COLOUR = VERMILION  # the true labels and their losses; the validation loss
 # (uniform guess ln V, the corpus's unigram entropy, the validation stories' own entropy).
 REFERENCE_LINE_COLOURS = (GREY, REDDISH_PURPLE, BLACK)
 
-# Masked LM: the four things that can happen to a position (lmviz.masking.BRANCH_NAMES).
-# "not selected" is nearly white: the eye goes to the positions that count.
-MLM_BRANCH_COLOURS = {"not selected": LIGHT_GREY, "[MASK]": BLUE, "random token": ORANGE, "kept": BLUISH_GREEN}
+# Masked LM: the four things that can happen to a position (lmviz.masking.Branch, in its order:
+# not selected, [MASK], random token, kept). "Not selected" is nearly white: the eye goes to the
+# positions that count. (Indexed by the branch, so that this module needs no torch.)
+MLM_BRANCH_COLOURS = (LIGHT_GREY, BLUE, ORANGE, BLUISH_GREEN)
 
 # Toy example: the true label's cell and the greedy pick's text (the page also marks each with a symbol: ✓ and ★).
 TOY_TRUE_LABEL_BACKGROUND = "#C7E9C0"

@@ -12,6 +12,7 @@ import streamlit as st
 from lmviz.classroom import RESULT_PANEL, chart_font_px
 from lmviz.models import (DEFAULT_MODEL, TINY_BERT, ModelLoadError, allowed_models, bert_candidates, load_bert,
                           load_causal_lm, prepare_bundled)
+from lmviz.masking import Branch
 from lmviz.palettes import BLACK, MLM_BRANCH_COLOURS, fill_css
 from lmviz.serving import Batcher
 
@@ -36,15 +37,13 @@ CHIP = "display:inline-block;padding:0.1rem 0.45rem;border-radius:0.3rem;white-s
 # Each masked-LM branch has a border and a text mark as well as its colour, so that none depends on
 # seeing the colour: (border, what the chip says), {token} the original, {shown} what the model reads.
 BRANCH_MARKS = {
-    "not selected": ("2px solid transparent", "{shown}"),
-    "[MASK]": (f"2px dashed {BLACK}", "{shown}"),
-    "random token": (f"4px double {BLACK}", "{token}→{shown}"),
-    "kept": (f"2px solid {BLACK}", "✓ {shown}"),
+    Branch.NOT_SELECTED: ("2px solid transparent", "{shown}"),
+    Branch.MASKED: (f"2px dashed {BLACK}", "{shown}"),
+    Branch.RANDOM: (f"4px double {BLACK}", "{token}→{shown}"),
+    Branch.KEPT: (f"2px solid {BLACK}", "✓ {shown}"),
 }
-BRANCH_MEANINGS = {"not selected": "not selected: read as it is, no loss",
-                   "[MASK]": "[MASK]: replaced by the mask token",
-                   "random token": "random token: replaced by a random one",
-                   "kept": "kept: selected, left as it is"}
+BRANCH_MEANINGS = {Branch.NOT_SELECTED: "read as it is, no loss", Branch.MASKED: "replaced by the mask token",
+                   Branch.RANDOM: "replaced by a random one", Branch.KEPT: "selected, left as it is"}
 
 
 STACKED_CHIP = ("display:inline-flex;flex-direction:column;align-items:center;padding:0.15rem 0.45rem;"
@@ -63,7 +62,7 @@ def chip_row(chips: list[str], css_class: str = "lmviz-sentence", gap: str = "0.
     return f'<div class="{css_class}" style="{CHIP_ROW};gap:{gap}">{"".join(chips)}</div>'
 
 
-def branch_chip(branch: str, token: str, shown: str) -> str:
+def branch_chip(branch: Branch, token: str, shown: str) -> str:
     """What a masked LM reads at one position, marked by its branch (HTML, the text escaped)."""
     border, mark = BRANCH_MARKS[branch]
     text = html.escape(mark.format(token=token, shown=shown))
@@ -73,9 +72,9 @@ def branch_chip(branch: str, token: str, shown: str) -> str:
 def show_masked_tokens(rows, mask_token: str) -> None:
     """The masked input, chip by chip (rows: lmviz.bert_analysis.MlmRow), and the legend of the four marks."""
     st.html(chip_row([branch_chip(r.branch, r.token, r.shown) for r in rows]))
-    examples = {"not selected": ("original", "original"), "[MASK]": ("original", mask_token),
-                "random token": ("original", "random"), "kept": ("original", "original")}
-    st.html(chip_row([f"<span>{branch_chip(branch, *examples[branch])} {html.escape(meaning)}</span>"
+    examples = {Branch.NOT_SELECTED: ("original", "original"), Branch.MASKED: ("original", mask_token),
+                Branch.RANDOM: ("original", "random"), Branch.KEPT: ("original", "original")}
+    st.html(chip_row([f"<span>{branch_chip(branch, *examples[branch])} {html.escape(f'{branch.words}: {meaning}')}</span>"
                       for branch, meaning in BRANCH_MEANINGS.items()], "lmviz-legend", gap="1rem"))
 
 

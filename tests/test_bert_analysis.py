@@ -7,6 +7,7 @@ import torch
 
 from lmviz.bert_analysis import NothingSelected, analyse_bert_loss, analyse_mlm, analyse_nsp
 from lmviz.corpus import generate_corpus
+from lmviz.masking import Branch
 from lmviz.models import LoadedModel
 from lmviz.text import NothingToScore
 from lmviz.training import build_model, train_tokenizer
@@ -26,16 +27,16 @@ def tiny_bert_loaded():
 def test_mlm_loss_equals_the_models_own_and_rows_show_the_work(tiny_bert_loaded):
     result = analyse_mlm(tiny_bert_loaded, TEXT, seed=3, mask_prob=0.3)
     assert result.loss == pytest.approx(result.loss_model, abs=1e-5)
-    selected = [r for r in result.rows if r.branch != "not selected"]
+    selected = [r for r in result.rows if r.branch != Branch.NOT_SELECTED]
     assert len(selected) == result.num_selected > 0
     assert result.loss == pytest.approx(sum(r.nll for r in selected) / len(selected), abs=1e-6)
     for row in result.rows:
-        if row.branch == "not selected":
+        if row.branch == Branch.NOT_SELECTED:
             assert row.label == -100 and row.prob is None and row.shown == row.token
         else:
             assert row.label == row.token_id and row.nll == pytest.approx(-math.log(row.prob), abs=1e-5)
-            assert (row.shown == "[MASK]") == (row.branch == "[MASK]")
-    assert result.rows[0].token == "[CLS]" and result.rows[0].branch == "not selected"
+            assert (row.shown == "[MASK]") == (row.branch == Branch.MASKED)
+    assert result.rows[0].token == "[CLS]" and result.rows[0].branch == Branch.NOT_SELECTED
     assert result.num_eligible == len(TEXT.split())
 
 

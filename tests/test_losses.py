@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from lmviz.losses import (
-    IGNORE_INDEX, IS_NEXT_HF, IS_NEXT_SEED, bert_loss, clm_loss, mlm_loss, nsp_loss, seed_to_hf_nsp_labels,
+    IGNORE_INDEX, IS_NEXT_HF, IS_NEXT_FLIPPED, bert_loss, clm_loss, mlm_loss, nsp_loss, flip_nsp_labels,
 )
 from lmviz.masking import create_mlm_mask
 from tests.conftest import TINY_VOCAB
@@ -206,17 +206,17 @@ def test_nsp_loss_two_logits_and_one_logit_agree_with_torch():
 
 
 def test_nsp_label_conventions():
-    labels_seed = torch.tensor([1, 1, 0])  # seed: 1 = B follows A
-    labels_hf = seed_to_hf_nsp_labels(labels_seed)
+    labels_flipped = torch.tensor([1, 1, 0])  # the flipped convention: 1 = B follows A
+    labels_hf = flip_nsp_labels(labels_flipped)
     assert labels_hf.tolist() == [0, 0, 1]
-    assert seed_to_hf_nsp_labels(labels_hf).tolist() == labels_seed.tolist()
+    assert flip_nsp_labels(labels_hf).tolist() == labels_flipped.tolist()
     logits = torch.tensor([[2.0, -1.0], [0.5, 0.0], [-3.0, 1.0]])  # Hugging Face head: column 0 = is next
     _, info = nsp_loss(logits, labels_hf, is_next_label=IS_NEXT_HF)
     assert info["num_positive"] == 2 and info["num_negative"] == 1
     assert torch.allclose(info["p_is_next"], torch.softmax(logits, -1)[:, 0])
-    _, info_seed = nsp_loss(logits.flip(-1), labels_seed, is_next_label=IS_NEXT_SEED)
-    assert info_seed["num_positive"] == 2
-    assert torch.allclose(info_seed["p_is_next"], info["p_is_next"])
+    _, info_flipped = nsp_loss(logits.flip(-1), labels_flipped, is_next_label=IS_NEXT_FLIPPED)
+    assert info_flipped["num_positive"] == 2
+    assert torch.allclose(info_flipped["p_is_next"], info["p_is_next"])
 
 
 def test_nsp_loss_rejects_bad_labels_and_shapes():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lmviz.losses import IGNORE_INDEX
-from lmviz.masking import KEPT, MASKED, NOT_SELECTED, RANDOM, create_mlm_mask, create_nsp_pairs, replacement_pool
+from lmviz.masking import Branch, create_mlm_mask, create_nsp_pairs, replacement_pool
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 SPECIAL = [PAD, CLS, SEP, MASK]
@@ -28,10 +28,10 @@ def test_selection_and_branch_rates_match_bert():
     selected = m.masked_positions
     assert abs(selected.sum() / eligible.sum() - 0.15) < 0.01
     n = selected.sum()
-    assert abs((m.branch == MASKED).sum() / n - 0.80) < 0.02
-    assert abs((m.branch == RANDOM).sum() / n - 0.10) < 0.02
-    assert abs((m.branch == KEPT).sum() / n - 0.10) < 0.02
-    assert ((m.branch != NOT_SELECTED) == selected).all()
+    assert abs((m.branch == Branch.MASKED).sum() / n - 0.80) < 0.02
+    assert abs((m.branch == Branch.RANDOM).sum() / n - 0.10) < 0.02
+    assert abs((m.branch == Branch.KEPT).sum() / n - 0.10) < 0.02
+    assert ((m.branch != Branch.NOT_SELECTED) == selected).all()
 
 
 def test_special_and_padding_tokens_are_never_selected_or_drawn():
@@ -40,7 +40,7 @@ def test_special_and_padding_tokens_are_never_selected_or_drawn():
                         attention_mask=attention_mask, seed=2)
     assert not m.masked_positions[torch.isin(ids, torch.tensor(SPECIAL))].any()
     assert not m.masked_positions[attention_mask == 0].any()
-    random_ids = m.masked_input_ids[m.branch == RANDOM]
+    random_ids = m.masked_input_ids[m.branch == Branch.RANDOM]
     assert not torch.isin(random_ids, torch.tensor(SPECIAL)).any()
 
 
@@ -59,18 +59,18 @@ def test_mask_token_is_never_a_random_replacement_even_if_not_listed():
     ids, attention_mask = large_batch()
     m = create_mlm_mask(ids, MASK, VOCAB, mask_prob=0.5, random_replace_prob=1.0, keep_original_prob=0.0,
                         special_token_ids=[PAD, CLS, SEP], attention_mask=attention_mask, seed=9)
-    assert (m.branch[m.masked_positions] == RANDOM).all()
-    assert not (m.masked_input_ids[m.branch == RANDOM] == MASK).any()
+    assert (m.branch[m.masked_positions] == Branch.RANDOM).all()
+    assert not (m.masked_input_ids[m.branch == Branch.RANDOM] == MASK).any()
 
 
 def test_each_branch_does_what_it_says():
     ids, attention_mask = large_batch()
     m = create_mlm_mask(ids, MASK, VOCAB, special_token_ids=SPECIAL, attention_mask=attention_mask, seed=3)
-    assert (m.masked_input_ids[m.branch == MASKED] == MASK).all()
-    assert torch.equal(m.masked_input_ids[m.branch == KEPT], ids[m.branch == KEPT])
-    assert torch.equal(m.masked_input_ids[m.branch == NOT_SELECTED], ids[m.branch == NOT_SELECTED])
+    assert (m.masked_input_ids[m.branch == Branch.MASKED] == MASK).all()
+    assert torch.equal(m.masked_input_ids[m.branch == Branch.KEPT], ids[m.branch == Branch.KEPT])
+    assert torch.equal(m.masked_input_ids[m.branch == Branch.NOT_SELECTED], ids[m.branch == Branch.NOT_SELECTED])
     # random replacements are (almost always) a different token than the original
-    assert (m.masked_input_ids[m.branch == RANDOM] != ids[m.branch == RANDOM]).float().mean() > 0.99
+    assert (m.masked_input_ids[m.branch == Branch.RANDOM] != ids[m.branch == Branch.RANDOM]).float().mean() > 0.99
     assert torch.equal(m.labels, ids.masked_fill(~m.masked_positions, IGNORE_INDEX))
 
 
@@ -79,9 +79,9 @@ def test_random_and_keep_probabilities_are_honoured():
     m = create_mlm_mask(ids, MASK, VOCAB, random_replace_prob=0.5, keep_original_prob=0.3,
                         special_token_ids=SPECIAL, attention_mask=attention_mask, seed=4)
     n = m.masked_positions.sum()
-    assert abs((m.branch == MASKED).sum() / n - 0.2) < 0.02
-    assert abs((m.branch == RANDOM).sum() / n - 0.5) < 0.02
-    assert abs((m.branch == KEPT).sum() / n - 0.3) < 0.02
+    assert abs((m.branch == Branch.MASKED).sum() / n - 0.2) < 0.02
+    assert abs((m.branch == Branch.RANDOM).sum() / n - 0.5) < 0.02
+    assert abs((m.branch == Branch.KEPT).sum() / n - 0.3) < 0.02
 
 
 def test_same_seed_same_mask_and_unpacks_like_the_seed():

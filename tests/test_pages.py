@@ -276,14 +276,14 @@ def test_masked_lm_page_matches_the_library_and_rerolls():
     assert table["-log p"].tolist() == [fmt(r.nll) for r in expected.rows if r.label != -100]
     at.toggle(key="mlm_only_selected").set_value(False).run()
     table = at.dataframe[0].value
-    assert table["branch"].tolist() == [r.branch for r in expected.rows]
+    assert table["branch"].tolist() == [r.branch.words for r in expected.rows]
     assert table["label"].tolist() == [r.label for r in expected.rows]
     checks = at.dataframe[1].value["loss"].tolist()
     assert checks == [fmt(expected.loss, CHECK_DIGITS), fmt(expected.loss_model, CHECK_DIGITS)]
     at.button[1].click().run()  # Re-roll
     assert at.number_input(key="mlm_seed").value == 1
     rerolled = analyse_mlm(load_bert(), text, seed=1)
-    assert at.dataframe[0].value["branch"].tolist() == [r.branch for r in rerolled.rows]
+    assert at.dataframe[0].value["branch"].tolist() == [r.branch.words for r in rerolled.rows]
 
 
 def test_masked_lm_page_says_where_random_tokens_come_from():
@@ -410,10 +410,11 @@ def test_masked_lm_page_marks_each_branch_by_more_than_colour():
     assert any("**30** = 100 − 40 − 30" in m.value for m in at.markdown)  # kept follows the two inputs
     text = at.text_area(key="mlm_text").value
     expected = analyse_mlm(load_bert(), text, seed=0, mask_prob=1.0, random_replace_prob=0.3, keep_original_prob=0.3)
-    assert {r.branch for r in expected.rows} == {"not selected", "[MASK]", "random token", "kept"}
+    assert {r.branch.words for r in expected.rows} == {"not selected", "[MASK]", "random token", "kept"}
     at.toggle(key="mlm_only_selected").set_value(False).run()
-    assert at.dataframe[0].value["branch"].tolist() == [r.branch for r in expected.rows]
+    assert at.dataframe[0].value["branch"].tolist() == [r.branch.words for r in expected.rows]
     marks = {"not selected": "{shown}", "[MASK]": "{shown}", "random token": "{token}→{shown}", "kept": "✓ {shown}"}
+    marks = {r.branch: marks[r.branch.words] for r in expected.rows}
     chips = re.findall(r'<span style="([^"]*)">(.*?)</span>', html_of(at, "lmviz-sentence"))
     assert [said for _, said in chips] == [
         html.escape(marks[r.branch].format(token=r.token, shown=r.shown)) for r in expected.rows]
@@ -421,7 +422,7 @@ def test_masked_lm_page_marks_each_branch_by_more_than_colour():
     assert len(set(borders.values())) == 4  # one border per branch: not colour alone
     legend = html_of(at, "lmviz-legend")
     for branch, border in borders.items():
-        assert f"border:{border}" in legend and f"{html.escape(branch)}: " in legend
+        assert f"border:{border}" in legend and f"{html.escape(branch.words)}: " in legend
 
 
 def test_your_sentence_puts_its_loss_on_a_scale(bundled):

@@ -10,7 +10,7 @@ import pytest
 from colorspacious import cspace_convert, deltaE
 
 from lmviz import palettes
-from lmviz.masking import BRANCH_NAMES
+from lmviz.masking import Branch
 
 DICHROMACIES = ("protanomaly", "deuteranomaly", "tritanomaly")
 VISIONS = ("normal", *DICHROMACIES)
@@ -31,7 +31,7 @@ WCAG_GRAPHICS = 3.0  # WCAG 2.1 AA, 1.4.11: lines and marks against the page
 
 # Colours that tell categories apart: every pair within a group must stay apart.
 CATEGORICAL = {
-    "Masked LM branches": lambda: list(palettes.MLM_BRANCH_COLOURS.values()),
+    "Masked LM branches": lambda: list(palettes.MLM_BRANCH_COLOURS),
     "plot lines (curves and reference lines)": lambda: [palettes.CURVE_COLOUR, palettes.LOSS_COLOUR,
                                                         *palettes.REFERENCE_LINE_COLOURS],
     "toy: true label's cell vs the others": lambda: [palettes.TOY_TRUE_LABEL_BACKGROUND, palettes.TOY_CELL_BACKGROUND],
@@ -82,7 +82,7 @@ def test_the_loss_scale_gets_darker_at_every_step(vision):
 
 
 def test_text_on_every_fill_is_readable():
-    for fill in [*scale_colours(), *palettes.MLM_BRANCH_COLOURS.values()]:
+    for fill in [*scale_colours(), *palettes.MLM_BRANCH_COLOURS]:
         assert palettes.contrast_ratio(fill, palettes.text_colour(fill)) >= WCAG_TEXT, fill
 
 
@@ -105,7 +105,7 @@ def test_every_loss_gets_the_colour_of_its_step():
 
 
 def test_every_masking_branch_has_a_colour():
-    assert set(palettes.MLM_BRANCH_COLOURS) == set(BRANCH_NAMES.values())
+    assert len(palettes.MLM_BRANCH_COLOURS) == len(Branch)
 
 
 # What lmviz drew with before palettes.py: Streamlit's light-theme tints behind

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from lmviz.analysis import Request, analyse_batch
 from lmviz.losses import clm_loss, mlm_loss
-from lmviz.masking import KEPT, MASKED, NOT_SELECTED, RANDOM, create_mlm_mask
+from lmviz.masking import Branch, create_mlm_mask
 
 EXTREMES = st.sampled_from([0.0, 1e4, -1e4, 30.0, -30.0])
 
@@ -72,9 +72,9 @@ def test_masking_never_selects_special_or_padding_and_branches_add_up(batch, seq
     m = create_mlm_mask(ids, 3, vocab, rate, rnd, keep, special_token_ids=specials, attention_mask=attention_mask,
                         seed=seed)
     assert not m.masked_positions[torch.isin(ids, torch.tensor(specials)) | (attention_mask == 0)].any()
-    counts = [int((m.branch == b).sum()) for b in (NOT_SELECTED, MASKED, RANDOM, KEPT)]
+    counts = [int((m.branch == b).sum()) for b in (Branch.NOT_SELECTED, Branch.MASKED, Branch.RANDOM, Branch.KEPT)]
     assert sum(counts) == ids.numel() and sum(counts[1:]) == int(m.masked_positions.sum())
-    assert not torch.isin(m.masked_input_ids[m.branch == RANDOM], torch.tensor(specials)).any()
+    assert not torch.isin(m.masked_input_ids[m.branch == Branch.RANDOM], torch.tensor(specials)).any()
 
 
 @settings(max_examples=15, deadline=None)
