@@ -7,10 +7,9 @@ from lmviz.batches import (MAX_BATCH_SENTENCES, batch_losses, count_items, encod
                            labels_for, pad_batch, position_ids_for, reorderings)
 from lmviz.classroom import term
 from lmviz.losses import IGNORE_INDEX, perplexity
-from lmviz.models import DEFAULT_MODEL, default_dtype
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap
 from lmviz.text import NothingToScore, boundary_token_note, end_token_id, readable_token
-from lmviz.ui import escape_markdown, load_with_progress, result_panel, show_code
+from lmviz.ui import default_causal_lm, escape_markdown, result_panel, show_code
 
 MAX_CHARS = 2000
 DEFAULT_SENTENCES = ("The cat sat on the mat.\n"
@@ -81,10 +80,7 @@ panel = result_panel()
 text = st.text_area(f"Sentences, one per line (at most {MAX_BATCH_SENTENCES})", value=DEFAULT_SENTENCES,
                     max_chars=MAX_CHARS, key="batch_text")
 
-batcher = load_with_progress(DEFAULT_MODEL, "auto", default_dtype(), None)  # the model every page shares
-if batcher is None:
-    st.stop()
-loaded = batcher.loaded
+loaded = default_causal_lm().loaded  # the model every page shares
 tokenizer, model = loaded.tokenizer, loaded.model
 token = partial(readable_token, tokenizer)  # id -> readable text
 try:
@@ -94,7 +90,7 @@ except NothingToScore as problem:
     st.stop()
 start_id, end_id = sequences[0][0], end_token_id(tokenizer)
 pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end_id
-model_key = (loaded.name, loaded.device, loaded.dtype)
+model_key = (loaded.name, loaded.identity, loaded.device, loaded.dtype)
 results = score_batches(model, model_key, sequences, pad_id, end_id)
 sentences = [line.strip() for line in text.splitlines() if line.strip()]
 names = [f"sentence {n + 1}" for n in range(len(sequences))]

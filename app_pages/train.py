@@ -3,11 +3,10 @@ import streamlit as st
 from lmviz import plots
 from lmviz.classroom import term
 from lmviz.corpus import MAX_USER_TEXT_BYTES, corpus_from_text, generate_corpus
-from lmviz.models import LoadedModel, pick_device
 from lmviz.numbers import fmt
 from lmviz.training import (OBJECTIVES, PART_UNITS, PRESETS, VALIDATION_ENTROPY, Trainer, compute_loss,
                              loss_parts, make_batch)
-from lmviz.ui import result_panel, show_chart, show_code
+from lmviz.ui import forget_trained_models, keep_trained_model, result_panel, show_chart, show_code
 
 REDRAW_EVERY = 5  # steps between chart updates: drawing costs more than a tiny model's step
 
@@ -89,8 +88,9 @@ go, stop, reset = st.columns([1, 1, 4])
 start = go.button("Train", type="primary")
 stop.button("Stop", help="Stops after the current step; the model keeps what it learned.")
 if reset.button("Start over"):
-    for key in ("trainer", "last_predictions", "trained_clm", "trained_bert"):
+    for key in ("trainer", "last_predictions"):
         st.session_state.pop(key, None)
+    forget_trained_models()
     trainer = None
 
 progress = st.empty()
@@ -115,7 +115,7 @@ if start:
             st.error(str(problem))
             st.stop()
         with st.spinner("Building the tokenizer and a fresh model…"):
-            trainer = Trainer(objective, preset, corpus=corpus, device=pick_device())
+            trainer = Trainer(objective, preset, corpus=corpus, device="auto")
         st.session_state.update(trainer=trainer, trainer_settings=settings)
     target = trainer.step + int(steps)
     # Clicking Stop (or any widget) reruns this script, which ends the loop; the
@@ -144,18 +144,11 @@ if trainer is not None and trainer.history:
                    "stories, so the training curve can dip below the line.")
     if not start:
         show_guesses()
+    keep_trained_model(trainer)
     if trainer.objective == "clm":
-        st.session_state["trained_clm"] = LoadedModel(
-            trainer.model, trainer.tokenizer, f"your model from the Train page ({last.step} steps)",
-            "trained in this session", trainer.device, "float32", 0.0, f"{trainer.identity}-{last.step}")
         st.page_link("app_pages/your_sentence.py", label="Score a sentence with the model you trained",
                      icon=":material/edit_note:")
     else:
-        untrained_head = "; its next-sentence head was not trained" if trainer.objective == "mlm" else ""
-        st.session_state["trained_bert"] = LoadedModel(
-            trainer.model, trainer.tokenizer, "your BERT from the Train page",
-            f"trained in this session for {last.step} steps{untrained_head}", trainer.device, "float32", 0.0,
-            f"{trainer.identity}-{last.step}")
         st.page_link("app_pages/masked_lm.py", label="Mask a sentence for the BERT you trained",
                      icon=":material/theater_comedy:")
 else:

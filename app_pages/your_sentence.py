@@ -1,6 +1,5 @@
 import html
 import math
-from functools import partial
 from statistics import mean
 
 import pandas as pd
@@ -9,11 +8,11 @@ import streamlit as st
 from lmviz import plots
 from lmviz.analysis import REFERENCE_TEXT, NotEnoughMemory, analyse_batch, analyse_clm, length_limit, score_positions
 from lmviz.classroom import term
-from lmviz.models import DEFAULT_MODEL, DTYPES, allowed_models, available_devices, default_dtype
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.palettes import LOSS_SCALE, loss_colour
 from lmviz.text import NothingToScore, boundary_token_note, readable_token, start_token_id, valid_text
-from lmviz.ui import chip_row, escape_markdown, load_with_progress, result_panel, show_chart, show_code, stacked_chip
+from lmviz.ui import (chip_row, choose_causal_lm, escape_markdown, result_panel, scored_with_cpu_fallback, show_chart,
+                      show_code, stacked_chip)
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
@@ -88,24 +87,7 @@ st.markdown(
 )
 
 params = st.query_params
-with st.expander("Model", expanded=False):
-    allowed, asked = allowed_models(), params.get("model", DEFAULT_MODEL)
-    if allowed:  # a public deployment: a fixed list, whatever the link asks for
-        model_name = st.selectbox("Model", allowed, index=allowed.index(asked) if asked in allowed else 0,
-                                  key="model_name")
-        if asked not in allowed:
-            st.info(escape_markdown(f"The link asked for {asked!r}, which this deployment does not offer."))
-    else:
-        model_name = st.text_input(
-            "Model: the bundled default, lmviz-tiny-gpt, a Hugging Face hub id (e.g. gpt2) or a local folder",
-            value=asked, key="model_name",
-        ).strip() or DEFAULT_MODEL
-    left, right = st.columns(2)
-    devices = ["auto", *available_devices()]
-    device = left.selectbox("Device", devices, help="auto: the GPU when there is one, else the CPU")
-    dtype = right.selectbox("Weights dtype", list(DTYPES), index=list(DTYPES).index(default_dtype()),
-                            help="bfloat16 halves the memory; the loss is always computed in float32")
-    token = st.text_input("Hugging Face access token (only for gated models such as Llama 2)", type="password") or None
+choice = choose_causal_lm()
 
 url_text = valid_text(params.get("text", DEFAULT_TEXT))
 if len(url_text) > MAX_CHARS:
@@ -118,24 +100,11 @@ add_bos = st.checkbox(
     help="Without it, the first token has nothing before it to be predicted from, so it is never a label "
          "and gets no loss. Which token is added is said under the tokens.",
 )
-st.query_params.update({"text": text, "model": model_name, "bos": "1" if add_bos else "0"})
+st.query_params.update({"text": text, "bos": "1" if add_bos else "0"})
 
-trained = st.session_state.get("trained_clm")
-if trained is not None and st.toggle("Use the model you trained on the Train page", key="use_trained"):
-    loaded, analyse = trained, partial(analyse_clm, trained)  # this session's own model: no sharing
-else:
-    batcher = load_with_progress(model_name, device, dtype, token)
-    if batcher is None and model_name != DEFAULT_MODEL and (allowed is None or DEFAULT_MODEL in allowed):
-        st.info(f"Using the bundled model, {DEFAULT_MODEL}, instead.")
-        batcher = load_with_progress(DEFAULT_MODEL, device, dtype, None)
-    if batcher is None:
-        st.stop()
-    loaded, analyse = batcher.loaded, batcher.analyse
-
-
-def score(loaded, analyse, scored_text: str | None = None, with_start: bool | None = None):
-    return get_analysis(analyse, (loaded.name, loaded.identity, loaded.device, loaded.dtype),
-                        text if scored_text is None else scored_text, add_bos if with_start is None else with_start, 5)
+def score(choice, scored_text: str | None = None, with_start: bool | None = None):
+    return get_analysis(choice.analyse, choice.cache_key, text if scored_text is None else scored_text,
+                        add_bos if with_start is None else with_start, 5)
 
 
 def show_headline(panel, loaded, result, reference) -> None:
@@ -157,17 +126,7 @@ def show_headline(panel, loaded, result, reference) -> None:
 
 
 try:
-    try:
-        result = score(loaded, analyse)
-    except NotEnoughMemory as problem:
-        if not problem.device.startswith("cuda") or trained is loaded:
-            raise
-        st.info(escape_markdown(f"{problem} This text is scored on the CPU instead."))
-        batcher = load_with_progress(loaded.name, "cpu", dtype, token)  # the model in use, maybe the fallback
-        if batcher is None:
-            st.stop()
-        loaded, analyse = batcher.loaded, batcher.analyse
-        result = score(loaded, analyse)
+    choice, result = scored_with_cpu_fallback(choice, score)
 except NothingToScore as problem:
     st.warning(str(problem))
     st.stop()
@@ -175,7 +134,8 @@ except NotEnoughMemory as problem:
     st.warning(escape_markdown(f"{problem} Try a shorter text."))
     st.stop()
 
-show_headline(panel, loaded, result, score(loaded, analyse, REFERENCE_TEXT))
+loaded = choice.loaded
+show_headline(panel, loaded, result, score(choice, REFERENCE_TEXT))
 st.caption(escape_markdown(
     f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}, weights {loaded.dtype}. "
     f"Loaded in {loaded.load_seconds:.1f} s; this forward pass took {result.forward_seconds * 1000:.0f} ms."))
@@ -214,8 +174,7 @@ st.html(loss_scale_legend())
 st.html(coloured_sentence(result))
 st.caption("Under each predicted token, its loss -log p; its colour is the step of the scale above that the "
            "loss falls in: the darker, the more the token surprised the model. Hover over a token for its p.")
-st.caption(escape_markdown(first_label_sentence(score(loaded, analyse, with_start=False),
-                                                score(loaded, analyse, with_start=True))))
+st.caption(escape_markdown(first_label_sentence(score(choice, with_start=False), score(choice, with_start=True))))
 
 st.subheader("4. The mean, checked three ways")
 st.markdown(f"The loss at the top of the page, **{fmt(result.loss)}**, is the mean of the {len(result.rows)} "

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from lmviz.losses import IS_NEXT_HF, bert_loss, mlm_loss, nsp_loss
 from lmviz.masking import Branch, create_mlm_mask, replacement_pool
-from lmviz.models import model_build_lock
+from lmviz.loading import model_build_lock
 from lmviz.text import NothingToScore, readable_token, valid_text
 
 MAX_PAIR_TOKENS = 128  # long enough for two sentences, short enough to stay quick on a CPU

@@ -110,7 +110,9 @@ class _Warmer:
         try:
             from lmviz import ui  # torch and transformers are imported here, off the page's thread
             from lmviz.analysis import REFERENCE_TEXT
-            from lmviz.models import DEFAULT_MODEL, allowed_models, default_dtype, prepare_bundled
+            from lmviz.bundled import prepare_bundled
+            from lmviz.deployment import allowed_models, default_dtype
+            from lmviz.models import DEFAULT_MODEL
 
             self.model = DEFAULT_MODEL
             allowed = allowed_models()

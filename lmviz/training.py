@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import torch
 
 from lmviz.corpus import Corpus, Story, entropy_per_token, generate_corpus, unigram_entropy
+from lmviz.loading import model_build_lock
 from lmviz.losses import bert_loss, clm_loss, mlm_loss
 from lmviz.masking import create_mlm_mask, create_nsp_pairs
-from lmviz.models import model_build_lock
+from lmviz.models import LoadedModel, pick_device
 from lmviz.numbers import fmt_prob
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -202,18 +203,19 @@ class Trainer:
             raise ValueError(f"Unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}.")
         if preset not in PRESETS:
             raise ValueError(f"Unknown model size {preset!r}; choose one of {', '.join(PRESETS)}.")
-        self.objective, self.preset, self.seed, self.batch_size, self.device = objective, preset, seed, batch_size, device
+        self.objective, self.preset, self.seed, self.batch_size = objective, preset, seed, batch_size
+        self.device = pick_device(device)  # "auto": the GPU when there is one
         self.corpus = corpus or generate_corpus(seed=seed)
         self.tokenizer = tokenizer or train_tokenizer([s.text for s in self.corpus.train])
         torch.manual_seed(seed)
-        self.model = build_model(objective, preset, self.tokenizer).to(device)
+        self.model = build_model(objective, preset, self.tokenizer).to(self.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=learning_rate, weight_decay=0.01)
         self.step = 0
         self.identity = uuid.uuid4().hex  # with the step, names this model's weights for caches (see LoadedModel)
         self.history: list[StepRecord] = []
         self.validation = self.corpus.validation[:num_validation]
         # a fixed batch (fixed mask, fixed pairs), so that validation losses are comparable across steps
-        self._validation_batch = make_batch(objective, self.validation, self.tokenizer, seed=10**6).to(device)
+        self._validation_batch = make_batch(objective, self.validation, self.tokenizer, seed=10**6).to(self.device)
 
     @functools.cached_property
     def reference_lines(self) -> dict[str, dict[str, float]]:
@@ -269,6 +271,17 @@ class Trainer:
         if story.log_prob is not None:  # generated: "a and b went to the PLACE ."
             return f"{story.sentences[0]} {first[0]} went to the", words, first.index("the") + 1
         return " ".join(words[: len(first) + 3]), words, len(first) // 2
+
+    def as_loaded_model(self) -> LoadedModel:
+        """The model as the other pages take one, named for the learner. Its identity changes with
+        every step, so that no cache serves the results of its earlier weights."""
+        if self.objective == "clm":
+            name, source = f"your model from the Train page ({self.step} steps)", "trained in this session"
+        else:
+            untrained_head = "; its next-sentence head was not trained" if self.objective == "mlm" else ""
+            name, source = "your BERT from the Train page", f"trained in this session for {self.step} steps{untrained_head}"
+        return LoadedModel(self.model, self.tokenizer, name, source, self.device, "float32", 0.0,
+                           f"{self.identity}-{self.step}")
 
     @torch.no_grad()
     def predictions(self) -> list[str]:

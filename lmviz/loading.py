@@ -1,0 +1,107 @@
+"""How lmviz calls transformers' from_pretrained: safe with many threads, offline first,
+and every failure turned into one sentence a learner can act on (ModelLoadError).
+
+lmviz.models decides which model a name means; lmviz.bundled prepares the bundled one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlparse
+
+import torch
+import transformers
+
+# Building models is not thread-safe in transformers: from_pretrained creates the model on the
+# "meta" device by patching torch.nn.Module for the whole process, so a second thread building
+# another model at the same moment (two sessions opening different pages of a fresh server, or the
+# warm start and a page) fails with "Cannot copy out of meta tensor". Every model lmviz builds or
+# loads is built under this lock (loads are cached, so it is rarely waited on).
+model_build_lock = threading.RLock()
+
+# transformers also imports its classes lazily, on first use, and two threads doing that at once
+# can see a half-imported module ("module 'transformers' has no attribute 'AutoModelForPreTraining'").
+# Resolve every class lmviz uses here, once: any other thread importing lmviz waits until this
+# module has finished importing.
+for _name in ("AutoModelForCausalLM", "AutoModelForPreTraining", "AutoTokenizer", "PreTrainedTokenizerFast",
+              "BertConfig", "BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction",
+              "GPT2Config", "GPT2LMHeadModel"):
+    getattr(transformers, _name)
+
+Progress = Callable[[float, str], None]
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message is one sentence for the learner."""
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """A quick TCP check, so that a classroom without internet gets an answer
+    at once instead of after the hub client's ~50 s of retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True  # behind a proxy a direct connection proves nothing: let the hub client try
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+# What each kind of model is, for loading and for messages.
+KINDS = {"causal": ("AutoModelForCausalLM", "causal language model"),
+         "bert": ("AutoModelForPreTraining", "BERT model with its masked-LM and next-sentence heads")}
+
+
+def from_pretrained(name: str, kind: str = "causal", tokenizer_class: str = "AutoTokenizer", **kwargs):
+    """(model, tokenizer) of a KINDS kind, in float32, never running code that comes with the model."""
+    auto_class = getattr(transformers, KINDS[kind][0])
+    tokenizer = getattr(transformers, tokenizer_class).from_pretrained(name, trust_remote_code=False, **kwargs)
+    if len(tokenizer) <= 1:  # transformers builds an empty tokenizer, silently, when its files are missing
+        raise OSError("its tokenizer files are missing")
+    with model_build_lock:
+        model = auto_class.from_pretrained(name, trust_remote_code=False, dtype=torch.float32, **kwargs)
+    return model, tokenizer
+
+
+def load_named(name: str, token: str | None, kind: str = "causal"):
+    """(model, tokenizer, source) for a local folder or a hub id."""
+    what = KINDS[kind][1]
+    if Path(name).expanduser().is_dir():
+        try:
+            model, tokenizer = from_pretrained(str(Path(name).expanduser()), kind, local_files_only=True)
+        except Exception as error:  # a missing or damaged file fails in many ways (OSError, SafetensorError, ...)
+            raise ModelLoadError(f"The folder {name!r} is not a {what} transformers can read "
+                                 f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from error
+        return model, tokenizer, f"local folder {name}"
+    try:
+        model, tokenizer = from_pretrained(name, kind, local_files_only=True)
+        return model, tokenizer, f"Hugging Face hub id {name} (from this machine's hub cache)"
+    except (OSError, ValueError):
+        pass  # not downloaded yet
+    if not hub_reachable():
+        raise ModelLoadError(
+            f"{name!r} is not on this machine and the Hugging Face hub cannot be reached, so it cannot be downloaded."
+        )
+    try:
+        model, tokenizer = from_pretrained(name, kind, token=token or None)
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(
+            f"Could not load {name!r} from the Hugging Face hub: it is not a {what}, "
+            f"or it is gated and needs an access token ({str(error).splitlines()[0]})."
+        ) from error
+    return model, tokenizer, f"Hugging Face hub id {name}"
+
+
+def hub_cached(repo_id: str) -> bool:
+    """Whether the hub id is in this machine's hub cache (so it loads offline)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
