@@ -19,6 +19,8 @@ pages = [
     st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True),
     st.Page("app_pages/toy_example.py", title="Toy example", icon=":material/calculate:", url_path="toy"),
     st.Page("app_pages/your_sentence.py", title="Your sentence", icon=":material/edit_note:", url_path="sentence"),
+    st.Page("app_pages/next_token.py", title="Next token", icon=":material/casino:", url_path="next-token"),
+    st.Page("app_pages/chat_loss.py", title="Chat fine-tuning loss", icon=":material/forum:", url_path="chat-loss"),
     st.Page("app_pages/batches.py", title="Batches and padding", icon=":material/view_agenda:", url_path="batches"),
     st.Page("app_pages/masked_lm.py", title="Masked LM", icon=":material/theater_comedy:", url_path="masked-lm"),
     st.Page("app_pages/next_sentence.py", title="Next sentence", icon=":material/compare_arrows:", url_path="nsp"),

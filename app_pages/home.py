@@ -30,6 +30,15 @@ st.page_link("app_pages/your_sentence.py", label="Your sentence: a real model's 
 st.markdown(f"Predict each next {term('token', 'token')} from the ones before it: each token but the last is asked "
             "for the one after it, so each token but the first is a label, scored by -log p. The first is scored "
             f"too when a {term('start-of-text token', 'BOS / EOS')} is put before it.")
+st.page_link("app_pages/next_token.py", label="Next token: where the probabilities come from",
+             icon=":material/casino:")
+st.markdown("The model's scores for every token that could come next, the softmax that turns them into "
+            "probabilities, the temperature and greedy or sampled choices of a generator, and -log p of the "
+            "true next token: the loss of one position.")
+st.page_link("app_pages/chat_loss.py", label="Chat fine-tuning loss: only the answer counts", icon=":material/forum:")
+st.markdown(f"A conversation written out by a chat model's own template, and the loss supervised fine-tuning "
+            f"trains it with: {term('-100', '-100 / ignore_index')} on every label but the answer's; two answers "
+            "compared, and the preference loss (DPO) built from the same numbers.")
 st.page_link("app_pages/batches.py", label="Batches and padding: several sentences in one training step",
              icon=":material/view_agenda:")
 st.markdown(f"{term('Padding', 'padding')}, {term('-100', '-100 / ignore_index')} labels, and why the batch's loss "

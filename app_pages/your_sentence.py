@@ -164,6 +164,18 @@ if show_top_k:
 st.dataframe(table, hide_index=True, column_config={"top 5 guesses": st.column_config.TextColumn(width="large")})
 st.caption(f"{len(result.tokens)} tokens give {len(result.rows)} predictions: the last token has no next token. "
            "Rank 1 means the label was the model's favourite.")
+# A row's p is one entry of a whole distribution over the vocabulary: the Next token page shows it all.
+first_openable = 1 if result.bos_added else 0  # position 0 after a start token: no text before the label
+if len(result.rows) > first_openable:
+    pick, link = st.columns([2, 3], vertical_alignment="bottom")
+    position = pick.selectbox("Where does a row's p come from? Position", range(first_openable, len(result.rows)),
+                              key="sentence_to_next", format_func=lambda t: f"{t}: {result.rows[t].input_token} → "
+                                                                            f"{result.rows[t].target_token}")
+    link.page_link("app_pages/next_token.py", icon=":material/casino:",
+                   label=f"Every token the model weighed at position {position}, on the Next token page",
+                   query_params={"text": loaded.tokenizer.decode(result.input_ids[first_openable:position + 1]),
+                                 "bos": "1" if result.bos_added else "0", "next": str(result.rows[position].target_id),
+                                 "model": loaded.name})
 st.download_button("Download the table (CSV)", table.map(spreadsheet_safe).to_csv(index=False).encode(),
                    "lmviz_tokens.csv", "text/csv")
 

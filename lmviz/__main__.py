@@ -3,6 +3,14 @@
     python -m lmviz clm "TEXT" [--model ID] [--bos] [--json]
     python -m lmviz mlm "TEXT" [--seed N] [--json]
     python -m lmviz nsp "SENTENCE A" "SENTENCE B" [--not-next] [--json]
+    python -m lmviz next "PREFIX" [--model ID] [--temperature T] [--top-k K] [--seed N] [--true-next WORD] [--json]
+    python -m lmviz sft "USER" "ANSWER" [--system TEXT] [--model ID] [--json]
+
+``next``: the model's distribution for the token after PREFIX (top K, everything else, greedy;
+a seeded sample with --seed; the loss of one true next word with --true-next).
+``sft``: the conversation written by the model's chat template, the answer-only labels, and the
+answer-only loss beside the all-token loss.
+Bad input prints one sentence on stderr and exits with code 2.
 """
 
 from __future__ import annotations
@@ -11,12 +19,16 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import asdict
 
 from lmviz.analysis import NotEnoughMemory, analyse_clm
 from lmviz.bert_analysis import analyse_mlm, analyse_nsp
+from lmviz.chat_loss import ChatTemplateError, analyse_sft
 from lmviz.models import DEFAULT_MODEL, DTYPES, TINY_BERT, ModelLoadError, load_bert, load_causal_lm
+from lmviz.next_token import (DEFAULT_TOP_K, BadInput, distribution, if_true_next, next_token_logits,
+                              sample_token)
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
-from lmviz.text import NothingToScore
+from lmviz.text import NothingToScore, readable_token
 
 
 def _progress(fraction: float, message: str) -> None:
@@ -96,6 +108,76 @@ def _nsp_table(result) -> str:
     ])
 
 
+def _next_data(loaded, args) -> dict:
+    """The JSON of ``next``: the promised fields (model, input_ids, tokens, temperature, top, greedy), and more."""
+    result = next_token_logits(loaded, args.text, add_bos=args.bos)
+    dist = distribution(result, loaded.tokenizer, args.temperature, args.top_k)
+    data = {"model": result.model, "text": result.text, "input_ids": result.input_ids, "tokens": result.tokens,
+            "truncated_from": result.truncated_from, "temperature": dist.temperature,
+            "top": [asdict(c) for c in dist.top], "greedy": asdict(dist.greedy),
+            "everything_else": {"prob": dist.rest_prob, "count": dist.rest_count}}
+    if args.seed is not None:
+        token_id = sample_token(result.logits, args.temperature, args.seed)
+        data["sampled"] = {"seed": args.seed, "token_id": token_id, "token": readable_token(loaded.tokenizer, token_id)}
+    if args.true_next is not None:
+        data["true_next"] = asdict(if_true_next(result, loaded.tokenizer, args.true_next))
+    return data
+
+
+def _next_table(data: dict) -> str:
+    lines = [f"model: {data['model']}   tokens: {len(data['tokens'])}   temperature: {data['temperature']:g}",
+             "prefix: " + "".join(data["tokens"]),
+             f"{'rank':>6}  {'token':<16} {'id':>7}  {'logit':>10}  {'p':>10}  {'-log p':>9}"]
+    if data["truncated_from"]:
+        lines.insert(1, f"(only the last {len(data['tokens'])} of {data['truncated_from']} tokens were read)")
+    for c in data["top"]:
+        lines.append(f"{c['rank']:>6}  {c['token'][:16]:<16} {c['token_id']:>7}  {fmt(c['logit']):>10}  "
+                     f"{fmt_prob(c['prob']):>10}  {fmt(c['nll']):>9}")
+    rest = data["everything_else"]
+    lines += [f"everything else ({rest['count']:,} tokens): p = {fmt_prob(rest['prob'])}",
+              f"greedy: {data['greedy']['token']} (id {data['greedy']['token_id']})"]
+    if "sampled" in data:
+        lines.append(f"sampled with seed {data['sampled']['seed']}: {data['sampled']['token']} "
+                     f"(id {data['sampled']['token_id']})")
+    if "true_next" in data:
+        true = data["true_next"]
+        lines += [f"if the true next token is {true['token']} (id {true['token_id']}): p = {fmt_prob(true['prob'])}, "
+                  f"rank {true['rank']}, loss -log p = {fmt(true['nll'])}"] + ([true["note"]] if true["note"] else [])
+    return "\n".join(lines)
+
+
+def _sft_data(result) -> dict:
+    """The JSON of ``sft``: ``rows`` are the counted positions only; ``labels`` covers every token."""
+    chat = result.chat
+    return {"model": result.model, "text": chat.text, "input_ids": chat.input_ids, "tokens": chat.tokens,
+            "roles": chat.roles, "labels": chat.labels, "rows": [asdict(r) for r in result.rows if r.counted],
+            "loss_answer": result.loss_answer, "loss_all": result.loss_all,
+            "counted_answer": result.counted_answer, "counted_all": result.counted_all,
+            "loss_answer_model": result.loss_answer_model, "loss_all_model": result.loss_all_model,
+            "sum_logp_answer": result.sum_logp_answer, "answer_positions": chat.answer_positions,
+            "end_of_turn_positions": chat.end_of_turn_positions, "default_system": chat.default_system,
+            "markers_typed": chat.markers_typed}
+
+
+def _sft_table(result) -> str:
+    chat = result.chat
+    lines = [f"model: {result.model}   tokens: {len(chat.input_ids)}   "
+             f"counted: {result.counted_answer} of {result.counted_all} positions",
+             f"{'pos':>4}  {'input':<14} {'target':<14} {'role':<9} {'label':>7}  {'p(target)':>10}  {'-log p':>9}"]
+    for r in result.rows:
+        lines.append(f"{r.position:>4}  {r.input_token[:14]:<14} {r.target_token[:14]:<14} {r.target_role:<9} "
+                     f"{r.label:>7}  {fmt_prob(r.prob):>10}  {fmt(r.nll):>9}" + ("  counted" if r.counted else ""))
+    if chat.markers_typed:
+        lines.append("typed as plain text, not as the template's markers: " + " ".join(chat.markers_typed))
+    lines += [
+        f"loss over the answer only ({result.counted_answer} tokens)   {fmt(result.loss_answer)}",
+        f"  model's own loss, these labels           {fmt(result.loss_answer_model, CHECK_DIGITS)}",
+        f"loss over every token ({result.counted_all} tokens)       {fmt(result.loss_all)}",
+        f"  model's own loss, labels = input_ids     {fmt(result.loss_all_model, CHECK_DIGITS)}",
+    ]
+    return "\n".join(lines)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lmviz", description="How a language model's loss is computed.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -116,13 +198,37 @@ def _parser() -> argparse.ArgumentParser:
     nsp.add_argument("--not-next", action="store_true", help="label the pair as B not following A")
     for command, default in ((mlm, TINY_BERT), (nsp, TINY_BERT)):
         command.add_argument("--model", default=default, help=f"BERT hub id or folder (default: lmviz's own {default})")
-    for command in (clm, mlm, nsp):
+    nxt = commands.add_parser("next", help="the model's distribution for the next token after a prefix")
+    nxt.add_argument("text")
+    nxt.add_argument("--bos", action="store_true", help="prepend the start-of-text token")
+    nxt.add_argument("--temperature", type=float, default=1.0,
+                     help="divide the logits by T (0.1 to 2) before the softmax")
+    nxt.add_argument("--top-k", type=_positive_int, default=DEFAULT_TOP_K, help="how many tokens to list")
+    nxt.add_argument("--seed", type=int, default=None, help="also draw one token, reproducibly, with this seed")
+    nxt.add_argument("--true-next", default=None, metavar="WORD", help="the loss if the text continued with WORD")
+    sft = commands.add_parser("sft", help="a chat template's conversation and its answer-only fine-tuning loss")
+    sft.add_argument("user")
+    sft.add_argument("answer")
+    sft.add_argument("--system", default=None, help="a system message (default: none, or the template's own)")
+    for command in (clm, nxt, sft):
+        if command is not clm:
+            command.add_argument("--model", default=DEFAULT_MODEL,
+                                 help=f"hub id or local folder (default: the bundled {DEFAULT_MODEL})")
+            command.add_argument("--dtype", default=None, choices=list(DTYPES), help="default float32")
+    for command in (clm, mlm, nsp, nxt, sft):
         command.add_argument("--json", action="store_true", help="print JSON instead of a table")
         command.add_argument("--device", default="auto", help="auto (GPU when present), cpu, cuda, mps")
     return parser
 
 
 def _run(args):
+    if args.command in ("next", "sft"):
+        loaded = load_causal_lm(args.model, device=args.device, dtype=args.dtype, progress=_progress)
+        if args.command == "next":
+            data = _next_data(loaded, args)
+            return json.dumps(_finite(data), ensure_ascii=False, indent=2) if args.json else _next_table(data)
+        result = analyse_sft(loaded, args.user, args.answer, system=args.system)
+        return json.dumps(_finite(_sft_data(result)), ensure_ascii=False, indent=2) if args.json else _sft_table(result)
     if args.command == "clm":
         loaded = load_causal_lm(args.model, device=args.device, dtype=args.dtype, progress=_progress)
         result = analyse_clm(loaded, args.text, add_bos=args.bos, top_k=args.top_k)
@@ -140,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         print(_run(args))
-    except (ModelLoadError, NothingToScore) as problem:
+    except (ModelLoadError, NothingToScore, BadInput, ChatTemplateError) as problem:
         print(f"lmviz: {problem}", file=sys.stderr)
         return 2
     except NotEnoughMemory as problem:

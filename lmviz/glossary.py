@@ -22,6 +22,10 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
     "softmax": (("softmax",),
                 "Turns logits z into probabilities: p_i = exp(z_i) / Σ_j exp(z_j). Every p_i is between 0 and 1, "
                 "they add up to 1, and the largest logit gets the largest probability."),
+    "temperature": (("temperature",),
+                    "A number T that the logits are divided by before softmax when text is generated: T < 1 "
+                    "sharpens the distribution toward the top token, T > 1 flattens it, T = 1 is the model's own. "
+                    "Training always uses T = 1."),
     "log-probability": (("log-probability", "log p", "log_softmax"),
                         "log p, the natural logarithm of a probability: 0 for p = 1, negative below. log_softmax "
                         "computes it from the logits directly, which stays exact where p is too small for float32."),

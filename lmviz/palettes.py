@@ -35,6 +35,10 @@ REFERENCE_LINE_COLOURS = (GREY, REDDISH_PURPLE, BLACK)
 # positions that count. (Indexed by the branch, so that this module needs no torch.)
 MLM_BRANCH_COLOURS = (LIGHT_GREY, BLUE, ORANGE, BLUISH_GREEN)
 
+# Chat fine-tuning: who wrote each token (lmviz.chat_loss's roles). The template's own tokens are nearly
+# white, like masked LM's "not selected": the eye goes to the messages; every chip also says its role.
+CHAT_ROLE_COLOURS = {"system": REDDISH_PURPLE, "user": BLUE, "assistant": BLUISH_GREEN, "template": LIGHT_GREY}
+
 # Toy example: the true label's cell and the greedy pick's text (the page also marks each with a symbol: ✓ and ★).
 TOY_TRUE_LABEL_BACKGROUND = "#C7E9C0"
 TOY_GREEDY_TEXT = "#08519C"

@@ -177,3 +177,28 @@ def training_curves(history, reference_lines: dict[str, dict[str, float]], units
         fig.update_xaxes(title_text="training step", row=1, col=col)
     fig.update_layout(height=520, margin={"t": 40, "b": 40}, legend={"orientation": "h", "y": -0.25})
     return fig
+
+
+GREEDY_MARK, TRUE_NEXT_MARK = "★ greedy", "✓ true next"
+
+
+def next_token_bars(tokens: list[str], probs: list[float], rest_prob: float, rest_count: int, greedy: int,
+                    true_next: int | None = None) -> go.Figure:
+    """The next-token distribution: one bar per listed token, most likely on top, and the rest of the
+    vocabulary as one "everything else" bar. ``greedy`` and ``true_next`` index ``tokens``; each is
+    marked in words beside its bar as well as by its colour."""
+    names = [plain(t) for t in tokens] + [f"everything else ({rest_count:,} tokens)"]
+    values = [*probs, rest_prob]
+    marks = [" ".join(m for m, on in ((GREEDY_MARK, i == greedy), (TRUE_NEXT_MARK, i == true_next)) if on)
+             for i in range(len(tokens))] + [""]
+    colours = [LOSS_COLOUR if i == true_next else CURVE_COLOUR for i in range(len(tokens))] + [GREY]
+    # Two bars may show the same text (two tokens that read alike): the y axis is the rank, labelled with the token.
+    y = list(range(1, len(values) + 1))
+    fig = go.Figure(go.Bar(
+        x=values, y=y, orientation="h", marker={"color": colours, "pattern": {"shape": [""] * len(tokens) + ["/"]}},
+        text=[f"{fmt_prob(p)} {mark}".strip() for p, mark in zip(values, marks)], textposition="outside",
+        cliponaxis=False, customdata=names, hovertemplate="%{customdata}<br>p = %{text}<extra></extra>"))
+    fig.update_yaxes(tickmode="array", tickvals=y, ticktext=names, autorange="reversed", title_text="")
+    fig.update_xaxes(title_text="probability of being the next token", range=[0, min(1.0, max(values) * 1.35)])
+    fig.update_layout(height=max(300, 26 * len(values) + 90), margin={"t": 10, "b": 50, "r": 40}, showlegend=False)
+    return fig

@@ -1,4 +1,4 @@
-"""python -m lmviz clm: the same numbers as the page, as a table or JSON."""
+"""python -m lmviz clm, next and sft: the same numbers as the pages, as a table or JSON."""
 
 import json
 import os
@@ -9,6 +9,10 @@ import pytest
 
 from lmviz.__main__ import main
 from lmviz.analysis import analyse_clm
+from lmviz.chat_loss import analyse_sft
+from lmviz.next_token import distribution, if_true_next, next_token_logits, sample_token
+from lmviz.numbers import fmt, fmt_prob
+from lmviz.text import readable_token
 
 TEXT = "The capital of France is Paris."
 
@@ -62,3 +66,106 @@ def test_bad_options_give_one_sentence(args, message, capsys):
         code = exit_.code
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
+
+
+# --- next: the distribution of the next token -------------------------------------------------------
+
+PREFIX = "The capital of France is"
+
+
+def test_next_json_has_the_promised_fields_and_matches_the_library(bundled, capsys):
+    assert main(["next", PREFIX, "--json", "--top-k", "5", "--temperature", "0.7"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    result = next_token_logits(bundled, PREFIX)
+    expected = distribution(result, bundled.tokenizer, 0.7, 5)
+    assert data["model"] == "SmolLM2-135M-Instruct" and data["temperature"] == 0.7
+    assert data["input_ids"] == result.input_ids and data["tokens"] == result.tokens
+    assert [c["token_id"] for c in data["top"]] == [c.token_id for c in expected.top]
+    for got, want in zip(data["top"], expected.top):
+        assert {"token", "token_id", "logit", "prob", "nll", "rank"} <= set(got)
+        assert got["token"] == want.token and got["rank"] == want.rank
+        assert got["prob"] == pytest.approx(want.prob, rel=1e-5) and got["nll"] == pytest.approx(want.nll, abs=1e-5)
+    assert data["greedy"]["token_id"] == int(result.logits.argmax()) == data["top"][0]["token_id"]
+    assert data["everything_else"]["count"] == result.vocab_size - 5
+    assert data["everything_else"]["prob"] + sum(c["prob"] for c in data["top"]) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_next_table_lists_the_top_tokens_a_sample_and_a_true_next_word(bundled, capsys):
+    assert main(["next", PREFIX, "--top-k", "3", "--seed", "4", "--true-next", "Paris"]) == 0
+    out = capsys.readouterr().out
+    result = next_token_logits(bundled, PREFIX)
+    true = if_true_next(result, bundled.tokenizer, "Paris")
+    sampled = sample_token(result.logits, 1.0, 4)
+    assert sum(1 for line in out.splitlines() if line.strip()[:1].isdigit()) == 3
+    assert "everything else (49,149 tokens)" in out and "greedy: ␣Paris" in out
+    assert f"sampled with seed 4: {readable_token(bundled.tokenizer, sampled)} (id {sampled})" in out
+    assert f"p = {fmt_prob(true.prob)}, rank 1, loss -log p = {fmt(true.nll)}" in out
+
+
+# --- sft: the answer-only loss of a chat --------------------------------------------------------------
+
+QUESTION, ANSWER = "What is the capital of France?", "Paris."
+
+
+def test_sft_json_has_the_promised_fields_and_matches_the_library(bundled, capsys):
+    assert main(["sft", QUESTION, ANSWER, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    expected = analyse_sft(bundled, QUESTION, ANSWER)
+    assert data["model"] == "SmolLM2-135M-Instruct"
+    assert data["input_ids"] == expected.chat.input_ids and data["tokens"] == expected.chat.tokens
+    assert data["labels"] == expected.chat.labels and data["labels"].count(-100) == len(data["labels"]) - 3
+    assert (data["counted_answer"], data["counted_all"]) == (3, len(data["input_ids"]) - 1)
+    assert [r["target_id"] for r in data["rows"]] == [i for i in data["labels"] if i != -100]
+    assert bundled.tokenizer.decode([r["target_id"] for r in data["rows"]]) == "Paris.<|im_end|>"
+    assert data["loss_answer"] == pytest.approx(expected.loss_answer, abs=1e-6)
+    assert data["loss_answer"] == pytest.approx(sum(r["nll"] for r in data["rows"]) / 3, abs=1e-6)
+    assert data["loss_all"] == pytest.approx(expected.loss_all, abs=1e-6)
+
+
+def test_sft_table_marks_the_counted_positions_and_both_losses(bundled, capsys):
+    assert main(["sft", QUESTION, ANSWER, "--system", "Answer in one word."]) == 0
+    out = capsys.readouterr().out
+    expected = analyse_sft(bundled, QUESTION, ANSWER, system="Answer in one word.")
+    assert sum(1 for line in out.splitlines() if line.endswith("  counted")) == 3
+    assert f"loss over the answer only (3 tokens)   {expected.loss_answer:.5f}" in out
+    assert f"loss over every token ({expected.counted_all} tokens)" in out and f"{expected.loss_all:.5f}" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["next", ""], "nothing to continue"),
+    (["next", PREFIX, "--temperature", "5"], "temperature must be a number from 0.1 to 2"),
+    (["next", PREFIX, "--temperature", "nan"], "temperature must be a number from 0.1 to 2"),
+    (["next", PREFIX, "--top-k", "60000"], "K must be a whole number"),
+    (["sft", "", ANSWER], "user message is empty"),
+    (["sft", QUESTION, "  "], "answer is empty"),
+    (["sft", QUESTION, "All work and no play. " * 4600], "more than the 1,024 scored in one text"),
+])
+def test_bad_next_and_sft_input_gives_one_sentence_and_exit_code_2(args, message, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("lmviz: ")
+
+
+def test_next_and_sft_run_as_a_module_offline():
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "lmviz", "sft", QUESTION, ANSWER, "--json"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["loss_answer"] == pytest.approx(sum(r["nll"] for r in data["rows"]) / data["counted_answer"], abs=1e-6)
+    done = subprocess.run([sys.executable, "-m", "lmviz", "next", "anna and ben went to the", "--json",
+                           "--model", "lmviz-tiny-gpt", "--top-k", "3"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert [c["rank"] for c in json.loads(done.stdout)["top"]] == [1, 2, 3]
+
+
+def test_sft_with_a_model_without_a_chat_template_says_so():
+    done = subprocess.run([sys.executable, "-m", "lmviz", "sft", "anna went", "to the park", "--model",
+                           "lmviz-tiny-gpt"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "lmviz: This model's tokenizer has no chat template, so it has no chat format to fine-tune: "
+        "choose a chat model such as the bundled SmolLM2-135M-Instruct.")

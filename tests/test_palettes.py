@@ -32,6 +32,7 @@ WCAG_GRAPHICS = 3.0  # WCAG 2.1 AA, 1.4.11: lines and marks against the page
 # Colours that tell categories apart: every pair within a group must stay apart.
 CATEGORICAL = {
     "Masked LM branches": lambda: list(palettes.MLM_BRANCH_COLOURS),
+    "chat roles": lambda: list(palettes.CHAT_ROLE_COLOURS.values()),
     "plot lines (curves and reference lines)": lambda: [palettes.CURVE_COLOUR, palettes.LOSS_COLOUR,
                                                         *palettes.REFERENCE_LINE_COLOURS],
     "toy: true label's cell vs the others": lambda: [palettes.TOY_TRUE_LABEL_BACKGROUND, palettes.TOY_CELL_BACKGROUND],
@@ -82,7 +83,7 @@ def test_the_loss_scale_gets_darker_at_every_step(vision):
 
 
 def test_text_on_every_fill_is_readable():
-    for fill in [*scale_colours(), *palettes.MLM_BRANCH_COLOURS]:
+    for fill in [*scale_colours(), *palettes.MLM_BRANCH_COLOURS, *palettes.CHAT_ROLE_COLOURS.values()]:
         assert palettes.contrast_ratio(fill, palettes.text_colour(fill)) >= WCAG_TEXT, fill
 
 

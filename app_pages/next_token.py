@@ -1,0 +1,181 @@
+import pandas as pd
+import streamlit as st
+
+from lmviz import plots
+from lmviz.classroom import term
+from lmviz.next_token import (DEFAULT_TOP_K, MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput, distribution, if_true_next,
+                              next_token_logits, sample_token, softmax_with_temperature)
+from lmviz.numbers import fmt, fmt_prob
+from lmviz.text import NothingToScore, readable_token, valid_text
+from lmviz.ui import choose_causal_lm, escape_markdown, result_panel, show_chart, show_code
+
+MAX_CHARS = 2000
+DEFAULT_PREFIX = "The capital of France is"
+TYPE_A_WORD = "a word I type…"
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def get_logits(_loaded, model_key: tuple, text: str, add_bos: bool):
+    """Per prefix, per model: one forward pass; every temperature and sample reuses its logits."""
+    return next_token_logits(_loaded, text, add_bos)
+
+
+def continued(tokenizer, logits, text: str, token_id: int) -> str:
+    """``text`` with the token appended as text: what the prefix's tokens plus this one decode to, beyond
+    what the prefix's tokens alone decode to (a token often carries the space before its word)."""
+    ids = logits.input_ids[1:] if logits.bos_added else logits.input_ids
+    before, after = tokenizer.decode(ids), tokenizer.decode([*ids, token_id])
+    return text + after[len(before):] if after.startswith(before) else after
+
+
+def append(token_id: int, how: str) -> None:
+    """A button's callback: the chosen token joins the text box, and the page says what was appended."""
+    st.session_state["next_text"] = continued(tokenizer, logits, text, token_id)
+    st.session_state["next_appended"] = f"Appended {readable_token(tokenizer, token_id)} ({how})."
+    if how.startswith("sampled"):
+        st.session_state["next_seed"] += 1  # the next draw is another one, and the sequence stays reproducible
+
+
+st.title("Next token: where the probabilities come from")
+st.markdown(
+    f"At the last position of a text, the model gives every {term('token', 'token')} of its vocabulary a raw score, "
+    f"a {term('logit', 'logit')} z. The {term('softmax', 'softmax')} turns the scores into probabilities: "
+    f"p = e^(z/T) / Σ e^(z/T) over the whole vocabulary, where T is the {term('temperature', 'temperature')}. "
+    "A generator picks the next token from them; "
+    f"training asks how much probability the model gave the token that really came next: its "
+    f"-{term('log p', 'log-probability')} is the loss of that position."
+)
+
+params = st.query_params
+choice = choose_causal_lm()
+loaded, tokenizer = choice.loaded, choice.loaded.tokenizer
+panel = result_panel()
+if "next_text" not in st.session_state:
+    st.session_state["next_text"] = valid_text(params.get("text", DEFAULT_PREFIX))[:MAX_CHARS]
+st.session_state.setdefault("next_seed", 0)
+text = st.text_area("The beginning of a text", key="next_text", max_chars=MAX_CHARS, height=80)
+left, right = st.columns([1, 2])
+add_bos = left.checkbox("Start with a start-of-text token", value=params.get("bos") == "1", key="next_bos")
+try:
+    asked_temperature = min(MAX_TEMPERATURE, max(MIN_TEMPERATURE, float(params.get("t", "1"))))
+except ValueError:
+    asked_temperature = 1.0
+temperature = right.slider(
+    "Temperature T", MIN_TEMPERATURE, MAX_TEMPERATURE, round(asked_temperature, 1), 0.1,
+    key="next_temperature",
+    help="The logits are divided by T before the softmax. T < 1 sharpens the distribution, T > 1 flattens it; "
+         "T = 1 is the model's own distribution, the one training scores.")
+st.query_params.update({"text": text, "bos": "1" if add_bos else "0", "t": f"{temperature:g}"})
+
+try:
+    logits = get_logits(loaded, choice.cache_key, text, add_bos)
+except NothingToScore as problem:
+    st.warning(str(problem))
+    st.stop()
+shown = distribution(logits, tokenizer, temperature, DEFAULT_TOP_K)
+top_ids = [c.token_id for c in shown.top]
+
+if logits.truncated_from:
+    st.info(f"The text has {logits.truncated_from:,} tokens; the model reads only its last {len(logits.input_ids):,}, "
+            "the ones the next token follows.")
+
+st.subheader("1. If the true next token is …")
+asked_next = params.get("next", "")
+options = [None, *top_ids]
+if asked_next.isdigit() and int(asked_next) < logits.vocab_size and int(asked_next) not in top_ids:
+    options.append(int(asked_next))  # a link from Your sentence: the label at that position, whatever its rank
+options.append(TYPE_A_WORD)
+picked = st.selectbox(
+    "If the text really continued with", options, key="next_true",
+    index=options.index(int(asked_next)) if asked_next.isdigit() and int(asked_next) in options else 0,
+    format_func=lambda o: "(choose a token to see its loss)" if o is None else o if o == TYPE_A_WORD
+    else f"{readable_token(tokenizer, o)} (id {o})")
+true_next = None
+try:
+    if picked == TYPE_A_WORD:
+        word = st.text_input("The word that comes next", key="next_word", max_chars=100)
+        true_next = if_true_next(logits, tokenizer, word) if word.strip() else None
+    elif picked is not None:
+        true_next = if_true_next(logits, tokenizer, picked)
+except BadInput as problem:
+    st.warning(str(problem))
+if true_next is not None:
+    st.query_params["next"] = str(true_next.token_id)
+    if true_next.note:
+        st.caption(escape_markdown(true_next.note))
+elif "next" in st.query_params:
+    del st.query_params["next"]
+
+with panel:
+    greedy, greedy_p, loss, rank = st.columns(4)
+    greedy.metric("Greedy choice (the highest logit)", shown.greedy.token)
+    greedy_p.metric(f"p(greedy) at T = {temperature:g}", fmt_prob(shown.greedy.prob))
+    if true_next is None:
+        loss.metric("Loss if the true next token is …", "choose one", help="Choose a token under 1.")
+    else:
+        loss.metric(f"-log p({true_next.token}), T = 1", fmt(true_next.nll),
+                    help="The loss this position adds in training, where T is always 1.")
+        rank.metric(f"Rank of {true_next.token}", f"{true_next.rank:,} of {logits.vocab_size:,}")
+
+if true_next is not None:
+    st.markdown(
+        f"The model gives {escape_markdown(true_next.token)} p = {fmt_prob(true_next.prob)} at T = 1, so training "
+        f"charges this position -log p = **{fmt(true_next.nll)}**: the loss Your sentence shows for this "
+        "position of the same text. The temperature changes what a generator picks, never the loss: "
+        "training always uses T = 1.")
+    st.caption(f"This page computes p in float64. Training computes it in float32, as the model's own loss and Your "
+               f"sentence do: -log p = {fmt(true_next.nll_float32)}. A float32 log-softmax over "
+               f"{logits.vocab_size:,} tokens is exact to about 1e-5, so the fifth decimal can differ; Your sentence "
+               "also reads the whole text in one pass, which runs other float32 kernels.")
+    st.page_link("app_pages/your_sentence.py", label="Score the whole text with Your sentence",
+                 icon=":material/edit_note:", query_params={
+                     "text": continued(tokenizer, logits, text, true_next.token_id), "bos": "1" if add_bos else "0",
+                     "model": loaded.name})
+
+st.subheader(f"2. The {DEFAULT_TOP_K} most likely next tokens at T = {temperature:g}")
+true_index = top_ids.index(true_next.token_id) if true_next is not None and true_next.token_id in top_ids else None
+show_chart(plots.next_token_bars([c.token for c in shown.top], [c.prob for c in shown.top], shown.rest_prob,
+                                 shown.rest_count, greedy=0, true_next=true_index), key="next_token_bars")
+st.caption(f"{plots.GREEDY_MARK}: the token greedy decoding picks, the highest logit at every temperature. "
+           + (f"{plots.TRUE_NEXT_MARK}: the token you chose under 1. " if true_index is not None else "")
+           + f"The hatched bar adds up the other {shown.rest_count:,} tokens of the vocabulary.")
+
+st.subheader("3. From logits to probabilities: the softmax, written out")
+table = pd.DataFrame({
+    "rank": [c.rank for c in shown.top],
+    "token": [c.token for c in shown.top],
+    "id": [c.token_id for c in shown.top],
+    "logit z": [fmt(c.logit) for c in shown.top],
+    "z / T": [fmt(c.scaled_logit) for c in shown.top],
+    "p = e^(z/T) / Σ": [fmt_prob(c.prob) for c in shown.top],
+    "-log p": [fmt(c.nll) for c in shown.top],
+})
+st.dataframe(table, hide_index=True, height=300)
+first = shown.top[0]
+listed = sum(c.prob for c in shown.top)
+st.markdown(
+    f"Σ runs over all {logits.vocab_size:,} tokens: Σ e^(z/T) = e^{fmt(shown.log_normalizer)}. So for "
+    f"{escape_markdown(first.token)}: p = e^{fmt(first.scaled_logit)} / e^{fmt(shown.log_normalizer)} = "
+    f"e^({fmt(first.scaled_logit)} − {fmt(shown.log_normalizer)}) = **{fmt_prob(first.prob)}**. "
+    f"The {DEFAULT_TOP_K} listed tokens hold {fmt_prob(listed)} of the probability; everything else "
+    f"{fmt_prob(shown.rest_prob)}; together {fmt_prob(listed + shown.rest_prob)}.")
+st.caption("lmviz computes log p with log_softmax (z/T minus log Σ e^(z/T)), never log(softmax), which rounds "
+           "a tiny probability to 0 and its log to −∞.")
+
+st.subheader("4. Generate, one token at a time")
+st.markdown("Generating text is this page, repeated: score the text, choose a token, append it, score again. "
+            "Greedy always takes the top token; sampling draws one at random from the probabilities above, "
+            "so the temperature decides how adventurous it is. A seed makes the draw reproducible.")
+greedy_col, seed_col, sample_col = st.columns([2, 1, 2])
+seed = seed_col.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="next_seed",
+                             label_visibility="collapsed", help="The seed of the next draw (each draw adds 1).")
+greedy_col.button(f"Append the greedy token, {shown.greedy.token}", on_click=append,
+                  args=(shown.greedy.token_id, "greedy"))
+sampled = sample_token(logits.logits, temperature, int(seed))
+sampled_p = softmax_with_temperature(logits.logits, temperature)[sampled].item()
+sample_col.button(f"Sample a token (seed {int(seed)})", on_click=append,
+                  args=(sampled, f"sampled with seed {int(seed)} at T = {temperature:g}, p = {fmt_prob(sampled_p)}"))
+if "next_appended" in st.session_state:
+    st.caption(escape_markdown(st.session_state.pop("next_appended")))
+
+show_code(softmax_with_temperature, distribution, sample_token, if_true_next)
