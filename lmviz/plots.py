@@ -196,9 +196,11 @@ def next_token_bars(tokens: list[str], probs: list[float], rest_prob: float, res
     y = list(range(1, len(values) + 1))
     fig = go.Figure(go.Bar(
         x=values, y=y, orientation="h", marker={"color": colours, "pattern": {"shape": [""] * len(tokens) + ["/"]}},
-        text=[f"{fmt_prob(p)} {mark}".strip() for p, mark in zip(values, marks)], textposition="outside",
-        cliponaxis=False, customdata=names, hovertemplate="%{customdata}<br>p = %{text}<extra></extra>"))
-    fig.update_yaxes(tickmode="array", tickvals=y, ticktext=names, autorange="reversed", title_text="")
-    fig.update_xaxes(title_text="probability of being the next token", range=[0, min(1.0, max(values) * 1.35)])
-    fig.update_layout(height=max(300, 26 * len(values) + 90), margin={"t": 10, "b": 50, "r": 40}, showlegend=False)
+        text=[fmt_prob(p) for p in values], textposition="outside", cliponaxis=False, customdata=names,
+        hovertemplate="%{customdata}<br>p = %{text}<extra></extra>"))
+    fig.update_yaxes(tickmode="array", tickvals=y, ticktext=[f"{mark} {name}".strip() for name, mark in zip(names, marks)],
+                     autorange="reversed", title_text="")
+    # room right of the longest bar for its number (the axis may then run past 1)
+    fig.update_xaxes(title_text="probability of being the next token", range=[0, max(values) * 1.3])
+    fig.update_layout(height=max(300, 26 * len(values) + 90), margin={"t": 10, "b": 50}, showlegend=False)
     return fig

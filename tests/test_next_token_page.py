@@ -79,3 +79,18 @@ def open_page_with(page: str, params: dict):
         at.query_params[key] = value
     at.run()
     return at.switch_page(page).run()
+
+
+def test_works_with_lmviz_tiny_gpt_and_says_what_a_bad_prefix_is():
+    from lmviz.models import TINY_GPT, load_causal_lm
+
+    at = open_page("app_pages/next_token.py")
+    at.text_input(key="model_name").set_value(TINY_GPT).run()
+    at.text_area(key="next_text").set_value("anna and ben went to the").run()
+    assert not at.exception and not at.error and not at.warning
+    tiny = load_causal_lm(TINY_GPT)
+    probs = softmax_of_the_model(tiny, "anna and ben went to the", 1.0)
+    assert at.dataframe[0].value["id"].tolist() == probs.topk(20).indices.tolist()
+    at.text_area(key="next_text").set_value("   ").run()
+    assert not at.exception and [w.value for w in at.warning] == [
+        "There is nothing to continue: the text is empty, so type the beginning of a sentence."]
