@@ -169,7 +169,7 @@ st.markdown("Generating text is this page, repeated: score the text, choose a to
 greedy_col, seed_col, sample_col = st.columns([2, 1, 2])
 seed = seed_col.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="next_seed",
                              label_visibility="collapsed", help="The seed of the next draw (each draw adds 1).")
-greedy_col.button(f"Append the greedy token, {shown.greedy.token}", on_click=append,
+greedy_col.button(f"Append the greedy token, {escape_markdown(shown.greedy.token)}", on_click=append,
                   args=(shown.greedy.token_id, "greedy"))
 sampled = sample_token(logits.logits, temperature, int(seed))
 sampled_p = softmax_with_temperature(logits.logits, temperature)[sampled].item()
