@@ -16,5 +16,5 @@ ENV HF_HUB_OFFLINE=1 PORT=8501 ADDRESS=0.0.0.0
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
   CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"
-# The same command the browser tests start (tests/e2e/live.py, running_server).
+# The same command the browser tests start (scripts/live_server.py, running_server).
 CMD ["scripts/serve"]

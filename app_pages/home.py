@@ -32,9 +32,9 @@ st.markdown(f"Predict each next {term('token', 'token')} from the ones before it
             f"too when a {term('start-of-text token', 'BOS / EOS')} is put before it.")
 st.page_link("app_pages/next_token.py", label="Next token: where the probabilities come from",
              icon=":material/casino:")
-st.markdown("The model's scores for every token that could come next, the softmax that turns them into "
-            "probabilities, the temperature and greedy or sampled choices of a generator, and -log p of the "
-            "true next token: the loss of one position.")
+st.markdown(f"The model's scores for every token that could come next, the {term('softmax', 'softmax')} that turns "
+            f"them into probabilities, the {term('temperature', 'temperature')} and greedy or sampled choices of a "
+            "generator, and -log p of the true next token: the loss of one position.")
 st.page_link("app_pages/chat_loss.py", label="Chat fine-tuning loss: only the answer counts", icon=":material/forum:")
 st.markdown(f"A conversation written out by a chat model's own template, and the loss supervised fine-tuning "
             f"trains it with: {term('-100', '-100 / ignore_index')} on every label but the answer's; two answers "

@@ -25,7 +25,7 @@ import psutil
 from lmviz.analysis import analyse_clm
 from lmviz.models import load_causal_lm
 from lmviz.serving import Batcher
-from tests.e2e.live import ROOT, running_server, sentence_page_at_once
+from scripts.live_server import ROOT, running_server, sentence_page_at_once
 
 WORDS = "the a student teacher model loss learns reads writes predicts every next token word sentence".split()
 

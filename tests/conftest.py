@@ -8,12 +8,16 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 # ...and never see this machine's hub cache: the BERT pages would pick bert-base-uncased where it is
 # cached, and compare it with tests written for lmviz's tiny BERT. An empty cache pins the tiny one.
 os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="lmviz-tests-empty-hub-cache-")
+# ...and never warm the bundled model in a background thread: a short run (one test file) can end while
+# that thread is inside torch, and the process then aborts at exit ("terminate called without an active
+# exception", exit code 134) after every test passed. tests/test_classroom.py turns it on where it is tested.
+os.environ["LMVIZ_WARM_START"] = "0"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import BertConfig, BertForPreTraining, GPT2Config, GPT2LMHeadModel  # noqa: E402
 
-TINY_VOCAB = 50
+from tests.helpers import TINY_VOCAB  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from lmviz.losses import IGNORE_INDEX, perplexity
 from lmviz.numbers import PERPLEXITY_DIGITS, fmt
 from lmviz.text import NothingToScore, boundary_token_note, end_token_id, readable_token
 from lmviz.ui import escape_markdown
-from tests.test_pages import open_page
+from tests.helpers import open_page
 
 PAD = 0  # the tiny GPT-2 has no pad token; 0 is never a real token in SENTENCES
 EOS = 2

@@ -4,9 +4,7 @@ assistant mask, which TRL's assistant_only_loss uses), TRL's completion-only pro
 torch's logsigmoid and hand computations; with SmolLM2's template and with two others written here."""
 
 import copy
-import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,11 +15,9 @@ from lmviz.chat_loss import (TEMPLATE, ChatTemplateError, NoChatTemplate, analys
 from lmviz.models import LoadedModel
 from lmviz.next_token import BadInput
 from lmviz.text import NothingToScore
-from tests.test_next_token import one_sentence
+from tests.helpers import BAD_INPUTS, one_sentence
 
 QUESTION, ANSWER = "What is the capital of France?", "Paris."
-BAD_INPUTS = [json.loads(line)
-              for line in (Path(__file__).parent / "data" / "bad_inputs.jsonl").read_text().splitlines()]
 
 # Two other chat formats, for the tiny word-level tokenizer: nothing of SmolLM2's ChatML in them.
 # Gemma's: turns opened by <start_of_turn>, closed by <end_of_turn>, the assistant called "model",
@@ -296,13 +292,16 @@ def test_a_conversation_longer_than_the_model_reads_gives_one_sentence(bundled):
 
 @pytest.mark.parametrize("case", BAD_INPUTS, ids=[c["case"] for c in BAD_INPUTS])
 def test_bad_inputs_give_a_loss_or_one_sentence(bundled, gemma_like, tiny_gpt2, case):
+    """The text as the question, then as the answer: each gives what tests/data/bad_inputs.jsonl says."""
     tiny = LoadedModel(tiny_gpt2, gemma_like, "tiny-gpt2", "test", "cpu", "float32", 0.0)
-    for loaded, user, answer in ((bundled, case["text"], ANSWER), (tiny, "the cat", case["text"])):
-        try:
-            result = analyse_sft(loaded, user, answer)
-        except (NothingToScore, BadInput, ChatTemplateError) as problem:
-            assert one_sentence(str(problem)), problem
+    for surface, loaded, user, answer in (("analyse_sft question", bundled, case["text"], ANSWER),
+                                          ("analyse_sft answer", tiny, "the cat", case["text"])):
+        if case["expected"][surface] == "sentence":
+            with pytest.raises((NothingToScore, BadInput, ChatTemplateError)) as refused:
+                analyse_sft(loaded, user, answer)
+            assert one_sentence(str(refused.value)), refused.value
             continue
+        result = analyse_sft(loaded, user, answer)
         assert math.isfinite(result.loss_answer) and math.isfinite(result.loss_all)
         assert result.loss_answer == pytest.approx(result.loss_answer_model, abs=1e-5)
         assert result.chat.same_as_transformers is True

@@ -7,7 +7,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from lmviz import classroom
-from tests.test_pages import APP
+from tests.helpers import APP
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,10 +31,12 @@ def test_presentation_mode_from_a_link_stays_on_from_page_to_page():
     assert not any(f"font-size: {classroom.BODY_PX}px" in h.proto.body for h in at.get("html"))
 
 
-def test_opening_any_page_warms_the_bundled_model_in_the_background():
+def test_opening_any_page_warms_the_bundled_model_in_the_background(monkeypatch):
     from lmviz import ui
-    from lmviz.models import DEFAULT_MODEL, default_dtype
+    from lmviz.deployment import default_dtype
+    from lmviz.models import DEFAULT_MODEL
 
+    monkeypatch.setenv("LMVIZ_WARM_START", "1")  # the default, which tests/conftest.py turns off
     classroom.warmer = classroom._Warmer()  # as in a fresh server process (other tests opened pages before)
     assert not classroom.warmer.started
     AppTest.from_file(APP, default_timeout=60).run()  # the home page: it loads no model itself

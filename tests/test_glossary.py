@@ -7,7 +7,7 @@ import pytest
 from lmviz.glossary import TERMS, anchor, link
 from streamlit.testing.v1 import AppTest
 
-from tests.test_pages import APP, PAGES, open_page
+from tests.helpers import APP, PAGES, open_page
 
 LINK = re.compile(r"\[(.*?)\]\(glossary(?:\?[^#)]*)?#([a-z0-9-]+)\)")  # on text with \[ \] unescaped: "[[MASK]](glossary#…)"
 

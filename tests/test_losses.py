@@ -10,7 +10,7 @@ from lmviz.losses import (
     IGNORE_INDEX, IS_NEXT_HF, IS_NEXT_FLIPPED, bert_loss, clm_loss, mlm_loss, nsp_loss, flip_nsp_labels,
 )
 from lmviz.masking import create_mlm_mask
-from tests.conftest import TINY_VOCAB
+from tests.helpers import TINY_VOCAB
 
 
 def random_batch(batch=3, seq_len=7, vocab=TINY_VOCAB, seed=0):

@@ -1,10 +1,7 @@
 """lmviz.next_token against references: torch.softmax of the model's own logits, argmax, a seeded
 torch.multinomial, model.generate, and the rows of lmviz.analysis.analyse_clm ("Your sentence")."""
 
-import json
 import math
-import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,16 +10,10 @@ from lmviz.analysis import analyse_clm, length_limit
 from lmviz.next_token import (BadInput, append_token, distribution, greedy_token, if_true_next, next_token_logits,
                               next_token_logits_from_ids, sample_token, softmax_with_temperature)
 from lmviz.text import NothingToScore
+from tests.helpers import BAD_INPUTS, one_sentence
 
 PREFIX = "The capital of France is"
 TEXT = "The capital of France is Paris."
-BAD_INPUTS = [json.loads(line)
-              for line in (Path(__file__).parent / "data" / "bad_inputs.jsonl").read_text().splitlines()]
-
-
-def one_sentence(message: str) -> bool:
-    """One line, ending with a full stop, with no sentence ending inside it ("0.1" and "e.g." are not)."""
-    return "\n" not in message and message.endswith(".") and not re.search(r"[.!?] [A-Z]", message[:-1])
 
 
 def model_logits(loaded, ids: list[int]) -> torch.Tensor:
@@ -244,11 +235,13 @@ def test_a_long_prefix_keeps_its_end(tiny_loaded):
 
 @pytest.mark.parametrize("case", BAD_INPUTS, ids=[c["case"] for c in BAD_INPUTS])
 def test_bad_inputs_give_a_distribution_or_one_sentence(tiny_loaded, case):
-    try:
-        result = next_token_logits(tiny_loaded, case["text"])
-    except NothingToScore as problem:
-        assert one_sentence(str(problem))
+    """Each case gives what tests/data/bad_inputs.jsonl says it gives here: a distribution or one sentence."""
+    if case["expected"]["next_token_logits"] == "sentence":
+        with pytest.raises(NothingToScore) as refused:
+            next_token_logits(tiny_loaded, case["text"])
+        assert one_sentence(str(refused.value))
         return
+    result = next_token_logits(tiny_loaded, case["text"])
     dist = distribution(result, tiny_loaded.tokenizer, 1.0, top_k=5)
     assert all(math.isfinite(c.prob) and math.isfinite(c.nll) for c in dist.top)
     assert dist.rest_prob + sum(c.prob for c in dist.top) == pytest.approx(1.0, abs=1e-9)

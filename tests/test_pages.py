@@ -9,18 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
 from lmviz.ui import escape_markdown
-
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
-
-
-# every page app.py registers, so that a new page cannot escape these tests
-PAGES = re.findall(r'st\.Page\("(app_pages/[^"]+\.py)"', Path(APP).read_text())
-
-
-def open_page(page: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    return at.switch_page(page).run()
+from tests.helpers import APP, PAGES, open_page
 
 
 def page_text(at: AppTest) -> str:
@@ -227,8 +216,12 @@ def test_home_page_links_every_other_page():
     assert linked == registered
 
 
-def test_pages_list_is_complete():
-    assert len(PAGES) >= 4 and all(Path(APP).with_name(p.split("/")[0]).joinpath(p.split("/")[1]).is_file() for p in PAGES)
+def test_every_page_file_is_registered_and_so_tested():
+    """PAGES is read from app.py: a page file that app.py does not register would be neither in the app
+    nor in the tests above. (A registered page whose file is missing fails
+    test_every_page_opens_without_an_exception.)"""
+    files = sorted(f"app_pages/{p.name}" for p in (Path(APP).parent / "app_pages").glob("*.py"))
+    assert sorted(PAGES) == files
 
 
 def test_your_sentence_shows_markup_and_odd_text_as_plain_tokens(bundled):

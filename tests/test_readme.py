@@ -51,7 +51,7 @@ def test_the_home_page_says_what_is_scored_and_what_bounds_the_loss():
     """Issue 13, points 2 and 10: not "every position is scored", not a floor for every objective."""
     from streamlit.testing.v1 import AppTest
 
-    from tests.test_pages import APP
+    from tests.helpers import APP
 
     at = AppTest.from_file(APP, default_timeout=60).run()
     home = " ".join(m.value for m in at.markdown)

@@ -2,7 +2,6 @@
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from lmviz import toy
 from lmviz.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
-
-LABELS = [1, 4, 5, 6, 7]  # the VOCAB indices of "I love dogs not cats", written out for the references
+from tests.helpers import APP, LABELS, by_hand
 
 
 def test_toy_loss_is_the_articles_number():
@@ -94,9 +92,6 @@ def test_a_tiny_true_label_probability_gives_the_reference_loss(position, p):
 
 # --- The page, headless (Streamlit's AppTest): every number it shows against a computation by hand.
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
-
-
 def open_toy_page(edits: dict | None = None) -> AppTest:
     """The Toy example page, with ``edits`` ({row: {word: value}}) typed into its table."""
     at = AppTest.from_file(APP, default_timeout=60)
@@ -109,21 +104,6 @@ def open_toy_page(edits: dict | None = None) -> AppTest:
     assert not at.error, [e.value for e in at.error]
     return at
 
-
-def by_hand(edits: dict) -> dict:
-    """What the page must show for the article's table with ``edits``: plain Python, not lmviz."""
-    table = [row[:] for row in toy.PROBABILITIES]
-    for row, cells in edits.items():
-        for word, value in cells.items():
-            table[row][toy.VOCAB.index(word)] = value
-    rows = [[p / sum(row) for p in row] for row in table]  # the page rescales every row to sum to 1
-    p_label = [rows[t][LABELS[t]] for t in range(5)]
-    nll = [math.inf if p == 0 else -math.log(p) for p in p_label]
-    loss = sum(nll) / 5
-    reference = F.cross_entropy(torch.tensor(rows, dtype=torch.float64).log(), torch.tensor(LABELS)).item()
-    assert loss == reference or loss == pytest.approx(reference, rel=1e-12)
-    return {"rows": rows, "p_label": p_label, "nll": nll, "loss": loss,
-            "greedy": [row.index(max(row)) for row in rows]}
 
 
 def chart_spec(at: AppTest) -> dict:

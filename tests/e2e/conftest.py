@@ -2,14 +2,10 @@
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
-from tests.e2e.live import CHROMIUM_FLAGS, ROOT, running_server
-
-# where the page screenshots go: CI keeps them as artifacts; scripts/update_screenshots sets docs/screenshots
-ARTIFACTS = Path(os.environ.get("LMVIZ_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
+from scripts.live_server import CHROMIUM_FLAGS, ROOT, running_server
 
 
 @pytest.fixture(scope="session")

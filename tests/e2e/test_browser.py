@@ -3,25 +3,22 @@
 from urllib.parse import quote
 
 import pytest
+from playwright.sync_api import expect
 
 from lmviz.analysis import analyse_clm
-from tests.e2e.conftest import ARTIFACTS
-from tests.e2e.live import ROOT, SETTLED, running_server, sentence_page_at_once
+from scripts.live_server import ROOT, running_server, sentence_page_at_once
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle
 
 # page -> (its path, an element that is there only once the page has computed everything)
 PAGES = {"home": ("", "[data-testid='stPageLink']"), "toy": ("toy", ".js-plotly-plot g.trace"),
          "sentence": ("sentence", ".js-plotly-plot g.trace"), "batches": ("batches", "[data-testid='stMetric']"),
+         "next-token": ("next-token", ".js-plotly-plot g.trace"), "chat-loss": ("chat-loss", "[data-testid='stMetric']"),
          "masked-lm": ("masked-lm", "[data-testid='stMetric']"),
          "nsp": ("nsp", "[data-testid='stAlertContentInfo']"), "bert-loss": ("bert-loss", "[data-testid='stMetric']"),
          "train": ("train", "[data-testid='stAlertContentInfo']")}
 HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "**bold**", "$x^2$"]
-
-
-def settle(tab, timeout=120_000):
-    """Wait until the script run has finished and no element is still a loading placeholder."""
-    tab.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout)
-    tab.wait_for_function(SETTLED, timeout=timeout)
-    tab.wait_for_timeout(500)
+# every Plotly chart on the page has drawn its traces (charts draw after the script run has finished)
+DRAWN = "[...document.querySelectorAll('.js-plotly-plot')].every(chart => chart.querySelector('g.trace'))"
 
 
 def open_page(tab, server, path, ready="[data-testid='stMain'] h1"):
@@ -30,26 +27,25 @@ def open_page(tab, server, path, ready="[data-testid='stMain'] h1"):
     settle(tab)
 
 
-def assert_no_error(tab):
-    assert tab.locator("[data-testid='stException']").count() == 0
-    assert tab.locator("[data-testid='stAlertContentError']").count() == 0
-    assert "Traceback" not in tab.inner_text("body")
-
-
-def plot_points(tab, chart_index=0, trace_index=-1) -> int:
-    """How many bars or markers one trace of a Plotly chart has drawn (waiting for the chart)."""
-    tab.wait_for_selector(".js-plotly-plot g.trace", timeout=60_000)
-    return tab.evaluate(
-        """([c, t]) => {
-            const traces = document.querySelectorAll('.js-plotly-plot')[c].querySelectorAll('g.trace');
-            return traces[t < 0 ? traces.length + t : t].querySelectorAll('.point').length;
-        }""", [chart_index, trace_index])
+def wait_for_points(tab, at_least: int, chart_index=0, trace_index=-1) -> int:
+    """Wait until one trace of a Plotly chart has drawn at least ``at_least`` bars or markers (a chart
+    draws after the script run, and a stale copy can linger a moment after a rerun); return how many.
+    A chart that still has fewer after a minute fails the test."""
+    return tab.wait_for_function(
+        """([c, t, least]) => {
+            const chart = document.querySelectorAll('.js-plotly-plot')[c];
+            const traces = chart ? chart.querySelectorAll('g.trace') : [];
+            const trace = traces[t < 0 ? traces.length + t : t];
+            const n = trace ? trace.querySelectorAll('.point').length : 0;
+            return n >= least && n;
+        }""", arg=[chart_index, trace_index, at_least], timeout=60_000).json_value()
 
 
 @pytest.mark.parametrize("name", list(PAGES))
 def test_every_page_loads_and_is_saved_as_a_screenshot(page, server, name):
     open_page(page, server, *PAGES[name])
     assert_no_error(page)
+    page.wait_for_function(DRAWN, timeout=60_000)  # the screenshot shows every chart, not a blank frame
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
@@ -60,21 +56,22 @@ def test_a_link_to_a_page_works_as_the_first_visit_after_the_server_starts(brows
     with running_server(ROOT / "artifacts" / "first-visit.log") as url:
         tab = browser.new_context().new_page()
         open_page(tab, url, *PAGES["toy"])
-        tab.wait_for_timeout(1000)
+        expect(tab.locator("[data-testid='stMain']")).to_contain_text("0.86302")
+        # the server says "page not found" before it runs any page: once the page's own number is on
+        # screen, that dialog would be too
         assert "Page not found" not in tab.inner_text("body")
-        assert "0.86302" in tab.inner_text("[data-testid='stMain']")
 
 
 def test_toy_page_shows_the_articles_loss_and_its_chart(page, server):
     open_page(page, server, *PAGES["toy"])
-    assert "0.86302" in page.inner_text("[data-testid='stMain']")
-    assert plot_points(page, 0, 1) == 5  # one marker per position
-    assert page.locator(".js-plotly-plot").count() == 1
+    expect(page.locator("[data-testid='stMain']")).to_contain_text("0.86302")
+    assert wait_for_points(page, 5, 0, 1) == 5  # one marker per position
+    expect(page.locator(".js-plotly-plot")).to_have_count(1)
 
 
 def test_typing_a_sentence_updates_the_chart(page, server):
     open_page(page, server, *PAGES["sentence"])
-    before = plot_points(page)
+    before = wait_for_points(page, 1)
     box = page.get_by_label("Your text")
     box.fill("A much longer sentence than the first one, with many more tokens in it to score.")
     box.press("Control+Enter")
@@ -82,25 +79,24 @@ def test_typing_a_sentence_updates_the_chart(page, server):
                            timeout=60_000)
     settle(page)
     assert_no_error(page)
-    assert "␣longer" in page.inner_text("[data-testid='stMain']")
+    expect(page.locator("[data-testid='stMain']")).to_contain_text("␣longer")
 
 
 def test_a_shared_link_opens_with_its_sentence(page, server):
     open_page(page, server, "sentence?text=" + quote("Paris is lovely in spring."), PAGES["sentence"][1])
-    assert page.get_by_label("Your text").input_value() == "Paris is lovely in spring."
-    assert "lovely" in page.inner_text("[data-testid='stMain']")
-    assert plot_points(page) > 3
+    expect(page.get_by_label("Your text")).to_have_value("Paris is lovely in spring.")
+    expect(page.locator("[data-testid='stMain']")).to_contain_text("lovely")
+    wait_for_points(page, 4)  # more than 3: one marker per token scored
 
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_hostile_text_is_shown_literally(page, server, text):
     open_page(page, server, "sentence?text=" + quote(f"Look: {text} end"), PAGES["sentence"][1])
     assert_no_error(page)
-    assert page.get_by_label("Your text").input_value() == f"Look: {text} end"
-    shown = page.inner_text("[data-testid='stMain']")
+    expect(page.get_by_label("Your text")).to_have_value(f"Look: {text} end")
     for piece in ("**", "$", "<", "alert"):
-        if piece in text:
-            assert piece in shown  # drawn as characters, not interpreted
+        if piece in text:  # drawn as characters, not interpreted
+            expect(page.locator("[data-testid='stMain']")).to_contain_text(piece)
     assert page.locator("[data-testid='stMain'] img[src='x']").count() == 0
     assert page.locator("[data-testid='stMain'] .katex").count() == 0
     assert page.locator("[data-testid='stMain'] strong:text('bold')").count() == 0
@@ -114,7 +110,7 @@ def test_training_draws_a_falling_loss_curve(page, server):
     page.wait_for_selector("text=20 steps in", timeout=180_000)
     settle(page)
     assert_no_error(page)
-    assert plot_points(page, 0, 1) >= 3  # validation points along the way
+    wait_for_points(page, 3, 0, 1)  # validation points along the way
 
 
 def test_several_browsers_at_once_each_get_their_own_sentence(server, chromium_path, bundled):

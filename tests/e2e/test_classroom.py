@@ -5,13 +5,12 @@ import re
 from urllib.parse import quote
 
 import pytest
+from playwright.sync_api import expect
 
 from lmviz.analysis import analyse_clm
 from lmviz.numbers import fmt
-from tests.e2e.conftest import ARTIFACTS
-from tests.e2e.test_browser import assert_no_error, settle
-from tests.e2e.test_toy_browser import type_into_editor
-from tests.test_toy import by_hand
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle, type_into_editor
+from tests.helpers import by_hand
 
 PROJECTOR = {"width": 1280, "height": 720}
 
@@ -31,12 +30,10 @@ def metric(tab, label: str):
 
 
 def visible_value(tab, label: str) -> str:
-    """The metric's value, after checking that the whole metric lies inside the viewport."""
+    """The metric's value, once it lies wholly inside the viewport (waiting for it: the layout still
+    moves while the page's charts and tables draw)."""
     value = metric(tab, label)
-    value.wait_for(timeout=120_000)
-    box = value.bounding_box()
-    assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= PROJECTOR["height"], (label, box)
-    assert box["x"] >= 0 and box["x"] + box["width"] <= PROJECTOR["width"], (label, box)
+    expect(value).to_be_in_viewport(ratio=1, timeout=120_000)
     return value.inner_text().strip()
 
 
@@ -58,9 +55,12 @@ def open_at(tab, server, path: str, label: str) -> str:
 
 
 def scroll_to_bottom(tab) -> None:
+    """Scroll to the bottom with the mouse wheel, and wait until the page is there (the wheel only starts
+    the scroll). The main column scrolls, not the window; the page is far shorter than 20 000 px."""
     tab.mouse.move(700, 400)
     tab.mouse.wheel(0, 20_000)
-    tab.wait_for_timeout(500)
+    tab.wait_for_function("(main => main.scrollTop > 0 && main.scrollTop + main.clientHeight >= main.scrollHeight - 1)"
+                          "(document.querySelector('[data-testid=\"stMain\"]'))")
 
 
 def test_your_sentence_typed_linked_and_with_a_start_token(projector, server, bundled):

@@ -7,34 +7,15 @@ import pytest
 
 from lmviz import plots, toy
 from lmviz.numbers import fmt
-from tests.test_toy import LABELS, by_hand
-
-def type_into_editor(tab, position: int, word: str, value: str) -> None:
-    """Type ``value`` into the editor's cell (position, word) as a learner does: click a cell of
-    that row, go to the word's column with the keyboard, type, Enter."""
-    from playwright.sync_api import expect
-
-    box = tab.locator("[data-testid='stDataFrame']").nth(2).bounding_box()
-    row_px = 35  # Streamlit's header and row height
-    tab.mouse.click(box["x"] + box["width"] / 2, box["y"] + row_px * (position + 1) + row_px / 2)
-    tab.keyboard.press("Home")  # the row's first column, its name
-    for _ in range(toy.VOCAB.index(word) + 1):
-        tab.keyboard.press("ArrowRight")
-    tab.keyboard.press("Enter")  # open the cell's editor
-    box = tab.locator("#portal input.gdg-input")
-    expect(box).to_be_focused()  # keys sent before it has the focus are lost
-    box.press("Control+A")
-    box.press_sequentially(value, delay=50)
-    expect(box).to_have_value(value)
-    box.press("Enter")
+from scripts.live_server import LOSS_METRIC, SETTLED
+from tests.e2e.helpers import type_into_editor
+from tests.helpers import LABELS, by_hand
 
 
 @pytest.mark.parametrize("position, word, typed, value", [(0, "I", "0.0004", 0.0004), (3, "not", "0.000001", 1e-6),
                                                           (0, "I", "0", 0.0)])
 def test_a_typed_probability_reaches_the_loss_in_a_browser(browser, server, position, word, typed, value):
     from playwright.sync_api import expect
-
-    from tests.e2e.live import LOSS_METRIC, SETTLED
 
     expected = by_hand({position: {word: value}})
     tab = browser.new_page(viewport={"width": 1280, "height": 2400})

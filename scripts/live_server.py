@@ -1,6 +1,7 @@
 """A live lmviz: the real Streamlit server, and several real browsers using it at once.
 
-Shared by the browser tests (tests/e2e) and the load benchmark (benchmarks/reliability.py).
+Shared by the browser tests (tests/e2e) and the benchmarks (benchmarks/reliability.py, benchmarks/first_visit.py),
+so it lives outside tests/: a benchmark imports no test code.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-# The script run has finished and no element is still a loading placeholder.
-SETTLED = ("!document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+# The script run has finished and no element is still a loading placeholder. The run's state is the app's
+# own attribute: the status widget ("Running...") appears only once a run has lasted 500 ms, so its absence
+# alone would also hold during the first 500 ms of every run.
+SETTLED = ("document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScriptState === 'notRunning' && "
            "!document.querySelector('[data-testid=\"stSkeleton\"]')")
 LOSS_METRIC = "[data-testid='stMetric']:has-text('Loss: mean') [data-testid='stMetricValue']"
 
@@ -60,7 +63,7 @@ def _wait_for_health(url: str, process, seconds: float = 120) -> None:
                 return
         except OSError:
             pass  # not listening yet
-        time.sleep(0.5)
+        time.sleep(0.5)  # the interval between two polls, within the deadline above
     raise RuntimeError(f"streamlit did not answer on /_stcore/health within {seconds:.0f} s")
 
 

@@ -1,0 +1,56 @@
+"""What several test modules share. They import it from here, never from one another: a test module
+then runs alone, and moving or renaming a test never breaks another module."""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from streamlit.testing.v1 import AppTest
+
+from lmviz import toy
+
+TINY_VOCAB = 50  # the vocabulary of the tiny models conftest.py builds
+
+# Hostile and odd texts; each names what every surface that reads it must give ("scored" or "sentence").
+BAD_INPUTS = [json.loads(line)
+              for line in (Path(__file__).parent / "data" / "bad_inputs.jsonl").read_text().splitlines()]
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+# every page app.py registers, so that a new page cannot escape the tests
+PAGES = re.findall(r'st\.Page\("(app_pages/[^"]+\.py)"', Path(APP).read_text())
+
+
+def open_page(page: str) -> AppTest:
+    """One page of the app, headless (Streamlit's AppTest), opened as a visitor does: home first."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    return at.switch_page(page).run()
+
+
+def one_sentence(message: str) -> bool:
+    """One line, ending with a full stop, with no sentence ending inside it ("0.1" and "e.g." are not)."""
+    return "\n" not in message and message.endswith(".") and not re.search(r"[.!?] [A-Z]", message[:-1])
+
+
+LABELS = [1, 4, 5, 6, 7]  # the VOCAB indices of "I love dogs not cats", written out for the references
+
+
+def by_hand(edits: dict) -> dict:
+    """What the Toy example page must show for the article's table with ``edits`` ({row: {word: value}}):
+    plain Python, not lmviz."""
+    table = [row[:] for row in toy.PROBABILITIES]
+    for row, cells in edits.items():
+        for word, value in cells.items():
+            table[row][toy.VOCAB.index(word)] = value
+    rows = [[p / sum(row) for p in row] for row in table]  # the page rescales every row to sum to 1
+    p_label = [rows[t][LABELS[t]] for t in range(5)]
+    nll = [math.inf if p == 0 else -math.log(p) for p in p_label]
+    loss = sum(nll) / 5
+    reference = F.cross_entropy(torch.tensor(rows, dtype=torch.float64).log(), torch.tensor(LABELS)).item()
+    assert loss == reference or loss == pytest.approx(reference, rel=1e-12)
+    return {"rows": rows, "p_label": p_label, "nll": nll, "loss": loss,
+            "greedy": [row.index(max(row)) for row in rows]}
