@@ -1,13 +1,13 @@
 import pandas as pd
 import streamlit as st
 
-from lmviz.bert_analysis import analyse_bert_loss
+from lmviz.bert_analysis import analyse_bert_loss, unknown_words
 from lmviz.classroom import term
 from lmviz.corpus import generate_corpus
 from lmviz.losses import bert_loss
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.text import NothingToScore
-from lmviz.ui import choose_bert, result_panel, show_code, show_masked_tokens
+from lmviz.ui import choose_bert, result_panel, show_code, show_masked_tokens, warn_unknown_words
 
 
 @st.cache_data(show_spinner=False)
@@ -24,9 +24,18 @@ st.markdown(
 )
 loaded = choose_bert()
 panel = result_panel()
-story = first_story()
-sentence_a = st.text_input("Sentence A", value=story[0], key="bert_a", max_chars=500)
-sentence_b = st.text_input("Sentence B", value=story[1], key="bert_b", max_chars=500)
+
+
+def use_the_story() -> None:
+    """The first two sentences of one of lmviz's stories: words this page's tiny BERT knows."""
+    st.session_state.update(bert_a=first_story()[0], bert_b=first_story()[1])
+
+
+# set through the session state, not value=, so that a button can put the story back in the boxes
+st.session_state.setdefault("bert_a", first_story()[0])
+st.session_state.setdefault("bert_b", first_story()[1])
+sentence_a = st.text_input("Sentence A", key="bert_a", max_chars=500)
+sentence_b = st.text_input("Sentence B", key="bert_b", max_chars=500)
 left, middle, right = st.columns(3)
 follows = left.radio("Does B follow A?", ["yes", "no"], horizontal=True, key="bert_follows") == "yes"
 mlm_weight = middle.slider("MLM weight", 0.0, 2.0, 1.0, 0.1, key="bert_mlm_weight")
@@ -44,6 +53,8 @@ show_masked_tokens(result.rows, loaded.tokenizer.mask_token)
 st.caption("Every marked position counts in the masked-LM loss (at least one is always selected here).")
 
 with panel:
+    warn_unknown_words(loaded, unknown_words(loaded.tokenizer, sentence_a, sentence_b), use_the_story,
+                       key="bert_known_text")
     a, b, c = st.columns(3)
     a.metric("Masked-LM loss", fmt(result.mlm_loss))
     b.metric("Next-sentence loss", fmt(result.nsp_loss))

@@ -1,14 +1,15 @@
 import pandas as pd
 import streamlit as st
 
-from lmviz.bert_analysis import NothingSelected, analyse_mlm
+from lmviz.bert_analysis import (NothingSelected, analyse_mlm, analyse_mlm_at, mask_positions, maskable_positions,
+                                 unknown_words)
 from lmviz.classroom import term
 from lmviz.corpus import generate_corpus
 from lmviz.losses import mlm_loss
 from lmviz.masking import create_mlm_mask
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_prob
 from lmviz.text import NothingToScore
-from lmviz.ui import choose_bert, escape_markdown, result_panel, show_code, show_masked_tokens
+from lmviz.ui import choose_bert, escape_markdown, result_panel, show_code, show_masked_tokens, warn_unknown_words
 
 
 @st.cache_data(show_spinner=False)
@@ -53,26 +54,49 @@ panel = result_panel()
 st.button("A story the model knows", help="A held-out story from lmviz's generated corpus", on_click=next_sample)
 text = st.text_area("Text", key="mlm_text", max_chars=1000)
 
-left, middle, right = st.columns(3)
-mask_prob = left.slider("Selection rate", 0.0, 1.0, 0.15, 0.01, key="mlm_rate")
-seed = middle.number_input("Seed", min_value=0, max_value=10**9, value=0, key="mlm_seed")
-right.button("Re-roll: a new mask", help="The next seed. The same seed always gives the same mask.",
-             on_click=lambda: st.session_state.update(mlm_seed=st.session_state["mlm_seed"] + 1))
-random_share, kept_share, cut = split_inputs()
-if cut:
-    st.warning(cut)
+RANDOM, CHOSEN = "15 % at random, BERT's way", "the tokens I choose (fill in the blank)"
+mode = st.radio("Which tokens are masked", [RANDOM, CHOSEN], horizontal=True, key="mlm_mode")
 
-force_one = st.session_state.get("mlm_force_one") == text  # asked for this very text
+
+def masked_at_random():
+    """BERT's pre-training masking: the selection rate, the seed and the 80/10/10 split."""
+    left, middle, right = st.columns(3)
+    mask_prob = left.slider("Selection rate", 0.0, 1.0, 0.15, 0.01, key="mlm_rate")
+    seed = middle.number_input("Seed", min_value=0, max_value=10**9, value=0, key="mlm_seed")
+    right.button("Re-roll: a new mask", help="The next seed. The same seed always gives the same mask.",
+                 on_click=lambda: st.session_state.update(mlm_seed=st.session_state["mlm_seed"] + 1))
+    random_share, kept_share, cut = split_inputs()
+    if cut:
+        st.warning(cut)
+    force_one = st.session_state.get("mlm_force_one") == text  # asked for this very text
+    try:
+        return analyse_mlm(loaded, text, seed=int(seed), mask_prob=mask_prob, random_replace_prob=random_share / 100,
+                           keep_original_prob=kept_share / 100, min_selected=1 if force_one else 0)
+    except NothingSelected as problem:
+        st.warning(str(problem))
+        st.button("Mask one position", on_click=lambda: st.session_state.update(mlm_force_one=text))
+        st.stop()
+
+
+def masked_where_chosen():
+    """The classic demo: [MASK] exactly where the learner says; special tokens are never offered."""
+    tokens = maskable_positions(loaded.tokenizer, text)
+    # positions of an earlier text that this one does not have are dropped, not an error
+    kept = [t for t in st.session_state.get("mlm_positions", []) if t in tokens]
+    st.session_state["mlm_positions"] = kept
+    chosen = st.multiselect("Tokens to mask (position: token)", list(tokens), format_func=lambda t: f"{t}: {tokens[t]}",
+                            key="mlm_positions", placeholder="Choose one or more tokens")
+    return analyse_mlm_at(loaded, text, chosen)
+
+
 try:
-    result = analyse_mlm(loaded, text, seed=int(seed), mask_prob=mask_prob, random_replace_prob=random_share / 100,
-                         keep_original_prob=kept_share / 100, min_selected=1 if force_one else 0)
+    result = masked_at_random() if mode == RANDOM else masked_where_chosen()
 except NothingToScore as problem:
     st.warning(str(problem))
-    if isinstance(problem, NothingSelected):
-        st.button("Mask one position", on_click=lambda: st.session_state.update(mlm_force_one=text))
     st.stop()
 
 with panel:
+    warn_unknown_words(loaded, unknown_words(loaded.tokenizer, text), next_sample, key="mlm_known_text")
     loss, selected, eligible = st.columns(3)
     loss.metric("Masked-LM loss", fmt(result.loss))
     selected.metric("Positions selected (they count)", result.num_selected)
@@ -129,4 +153,4 @@ st.info(f"A causal LM would score {tokens - 1} predictions in these {tokens} tok
         f"the masked LM scored {result.num_selected} ({result.num_selected / tokens:.0%}). "
         "BERT sees more context per prediction but learns from fewer predictions per sentence.")
 
-show_code(create_mlm_mask, mlm_loss)
+show_code(create_mlm_mask if mode == RANDOM else mask_positions, mlm_loss)

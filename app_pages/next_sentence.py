@@ -1,17 +1,18 @@
 import html
 import random
+from functools import partial
 
 import pandas as pd
 import streamlit as st
 
-from lmviz.bert_analysis import analyse_nsp
+from lmviz.bert_analysis import analyse_nsp, unknown_words
 from lmviz.classroom import term
 from lmviz.corpus import generate_corpus
 from lmviz.losses import nsp_loss, flip_nsp_labels
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_prob
 from lmviz.palettes import BLACK, LIGHT_GREY, WHITE
 from lmviz.text import NothingToScore
-from lmviz.ui import chip_row, choose_bert, escape_markdown, result_panel, show_code, stacked_chip
+from lmviz.ui import chip_row, choose_bert, escape_markdown, result_panel, show_code, stacked_chip, warn_unknown_words
 
 SEGMENT_FILLS = {0: LIGHT_GREY, 1: WHITE}
 SEGMENT_BORDERS = {0: "2px solid transparent", 1: f"2px solid {BLACK}"}
@@ -58,6 +59,8 @@ except NothingToScore as problem:
     st.stop()
 
 with panel:
+    warn_unknown_words(loaded, unknown_words(loaded.tokenizer, sentence_a, sentence_b), partial(draw_pair, True),
+                       key="nsp_known_text")
     loss, p_next, label = st.columns(3)
     loss.metric("Next-sentence loss", fmt(result.loss_two_logits))
     p_next.metric("p(B follows A)", fmt_prob(result.probs[0]))

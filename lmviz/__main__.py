@@ -5,11 +5,14 @@
     python -m lmviz nsp "SENTENCE A" "SENTENCE B" [--not-next] [--json]
     python -m lmviz next "PREFIX" [--model ID] [--temperature T] [--top-k K] [--seed N] [--true-next WORD] [--json]
     python -m lmviz sft "USER" "ANSWER" [--system TEXT] [--model ID] [--json]
+    python -m lmviz prepare [MODEL ...] [--only] [--list]
 
 ``next``: the model's distribution for the token after PREFIX (top K, everything else, greedy;
 a seeded sample with --seed; the loss of one true next word with --true-next).
 ``sft``: the conversation written by the model's chat template, the answer-only labels, and the
 answer-only loss beside the all-token loss.
+``prepare``: before class, while online, download the models the pages offer (and MODEL ...), check
+that each loads offline, and print where each is and its size; ``--list`` prints what loads offline now.
 Bad input prints one sentence on stderr and exits with code 2.
 """
 
@@ -218,6 +221,10 @@ def _parser() -> argparse.ArgumentParser:
     for command in (clm, mlm, nsp, nxt, sft):
         command.add_argument("--json", action="store_true", help="print JSON instead of a table")
         command.add_argument("--device", default="auto", help="auto (GPU when present), cpu, cuda, mps")
+    prepare = commands.add_parser("prepare", help="before class, while online: download and check the models")
+    prepare.add_argument("models", nargs="*", metavar="MODEL", help="hub ids or local folders, besides the defaults")
+    prepare.add_argument("--only", action="store_true", help="only the MODELs named, not the defaults")
+    prepare.add_argument("--list", action="store_true", help="list what the hub cache holds that loads offline")
     return parser
 
 
@@ -244,6 +251,10 @@ def _run(args):
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "prepare":  # prints its own table and one sentence per model it could not prepare
+        from lmviz import prepare
+
+        return prepare.list_cached() if args.list else prepare.run(args.models, only=args.only)
     try:
         print(_run(args))
     except (ModelLoadError, NothingToScore, BadInput, ChatTemplateError) as problem:

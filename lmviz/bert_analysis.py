@@ -8,21 +8,83 @@ so each page can show both side by side.
 from __future__ import annotations
 
 import time
+import unicodedata
 from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 
-from lmviz.losses import IS_NEXT_HF, bert_loss, mlm_loss, nsp_loss
-from lmviz.masking import Branch, create_mlm_mask, replacement_pool
+from lmviz.losses import IGNORE_INDEX, IS_NEXT_HF, bert_loss, mlm_loss, nsp_loss
+from lmviz.masking import Branch, MlmMask, create_mlm_mask, replacement_pool
 from lmviz.loading import model_build_lock
 from lmviz.text import NothingToScore, readable_token, valid_text
 
 MAX_PAIR_TOKENS = 128  # long enough for two sentences, short enough to stay quick on a CPU
+# A word cut into this many pieces or more is being spelled out, not read: "lmviz" -> l ##m ##v ##i ##z.
+# (bert-base-uncased cuts a rare word into two real pieces, "token ##ization": that word it knows.)
+SPELLED_PIECES = 3
 
 
 class NothingSelected(NothingToScore):
     """The random selection picked no position (min_selected=1 masks one); the message says why."""
+
+
+class NotMaskable(ValueError):
+    """A position that cannot be masked: a special token, or past the end of the text; one sentence."""
+
+
+@dataclass(frozen=True)
+class UnknownWords:
+    """How much of a text a BERT's vocabulary knows as words (see unknown_words)."""
+
+    words: list[str]  # the words it does not know, each once, in the order of the text
+    num_unknown: int  # how many of the text's words those are, repeats included
+    num_words: int  # the text's words, punctuation left out
+
+    @property
+    def most(self) -> bool:
+        """More than half of the words are unknown: then no loss on this text says much about the model."""
+        return 2 * self.num_unknown > self.num_words
+
+
+def word_pieces(tokenizer, text: str) -> list[tuple[str, list[str]]]:
+    """Each word of ``text`` as the tokenizer cuts it up: (the word as typed, its pieces).
+    A word is what the tokenizer's own pre-tokenizer makes one ("Paris." is "Paris" and "."). Only the
+    first MAX_PAIR_TOKENS tokens count, as on the pages, which score no more."""
+    text = valid_text(text)
+    if not getattr(tokenizer, "is_fast", False):  # no word ids without the Rust tokenizer: words between spaces
+        return [(word, tokenizer.tokenize(word)) for word in text.split()]
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=True,
+                    max_length=MAX_PAIR_TOKENS)
+    pieces = tokenizer.convert_ids_to_tokens(enc["input_ids"])
+    words: dict[int, tuple[int, int, list[str]]] = {}
+    for word, (start, end), piece in zip(enc.word_ids(), enc["offset_mapping"], pieces):
+        first, _, so_far = words.get(word, (start, end, []))
+        words[word] = (first, end, so_far + [piece])
+    return [(text[start:end], parts) for start, end, parts in words.values()]
+
+
+def is_unknown_word(pieces: list[str], unk_token: str) -> bool:
+    """A word the vocabulary does not know: it becomes [UNK], or it is spelled out, cut into
+    SPELLED_PIECES pieces or more, or into pieces of one character each ("of" -> o ##f).
+    A word in one piece is known; so is one in two real pieces ("rewrite ##s", "token ##ization")."""
+    if unk_token in pieces:
+        return True
+    letters = [piece.removeprefix("##") for piece in pieces]  # "##" marks a WordPiece continuation
+    return len(pieces) >= SPELLED_PIECES or (len(pieces) > 1 and all(len(p) == 1 for p in letters))
+
+
+def _is_punctuation(word: str) -> bool:
+    return all(unicodedata.category(c).startswith("P") for c in word)
+
+
+def unknown_words(tokenizer, *texts: str) -> UnknownWords:
+    """The words of ``texts`` that the tokenizer does not know (is_unknown_word), and how many words
+    there are. Punctuation is not counted: every vocabulary knows "." and it would hide the rest."""
+    words = [(w, p) for text in texts if text and text.strip() for w, p in word_pieces(tokenizer, text)
+             if not _is_punctuation(w)]
+    unknown = [w for w, pieces in words if is_unknown_word(pieces, tokenizer.unk_token)]
+    return UnknownWords(list(dict.fromkeys(unknown)), len(unknown), len(words))
 
 
 @dataclass
@@ -142,6 +204,47 @@ def analyse_mlm(loaded, text: str, seed: int = 0, mask_prob: float = 0.15, rando
     """
     enc, mask, num_eligible = _masked_pair(loaded, text, None, seed, mask_prob, random_replace_prob,
                                            keep_original_prob, min_selected)
+    return _score_mlm(loaded, text, enc, mask, num_eligible, top_k)
+
+
+def maskable_positions(tokenizer, text: str) -> dict[int, str]:
+    """{position: token} of the tokens of ``text`` that can be masked: all but BERT's special tokens."""
+    ids = _encode(tokenizer, text)["input_ids"][0].tolist()
+    return {t: readable_token(tokenizer, i) for t, i in enumerate(ids) if i not in tokenizer.all_special_ids}
+
+
+def analyse_mlm_at(loaded, text: str, positions, top_k: int = 5) -> MlmAnalysis:
+    """The fill-in-the-blank demo: [MASK] at exactly ``positions`` (indices into the tokens, [CLS] = 0),
+    and the masked-LM loss over those positions only. Raises NotMaskable for a special token or a
+    position past the end, NothingToScore when no position is given."""
+    if not text or not text.strip():
+        raise NothingToScore("There is nothing to mask: the text is empty. Type a sentence.")
+    tokenizer = loaded.tokenizer
+    maskable = maskable_positions(tokenizer, text)
+    if not maskable:
+        raise NothingToScore("There is nothing to mask: the text has no token besides BERT's special tokens.")
+    positions = sorted(set(int(t) for t in positions))
+    if not positions:
+        raise NothingToScore("No position is chosen: choose one or more tokens to mask.")
+    for t in positions:
+        if t not in maskable:
+            raise NotMaskable(f"Position {t} cannot be masked: choose among the text's tokens, positions "
+                              f"{min(maskable)} to {max(maskable)} (BERT never masks its special tokens).")
+    enc = _encode(tokenizer, text)
+    return _score_mlm(loaded, text, enc, mask_positions(enc["input_ids"], positions, tokenizer.mask_token_id),
+                      len(maskable), top_k)
+
+
+def mask_positions(ids: torch.Tensor, positions: list[int], mask_token_id: int) -> MlmMask:
+    """The MlmMask create_mlm_mask would return had it selected ``positions`` and drawn [MASK] at each."""
+    chosen = torch.zeros_like(ids, dtype=torch.bool)
+    chosen[0, positions] = True
+    return MlmMask(masked_input_ids=ids.masked_fill(chosen, mask_token_id), masked_positions=chosen,
+                   branch=chosen.long() * int(Branch.MASKED), labels=ids.masked_fill(~chosen, IGNORE_INDEX))
+
+
+def _score_mlm(loaded, text: str, enc: dict, mask: MlmMask, num_eligible: int, top_k: int) -> MlmAnalysis:
+    """One forward pass of the masked text: lmviz's mlm_loss and BertForMaskedLM's own loss, row by row."""
     ids = enc["input_ids"]
     mlm_head, _ = _heads(loaded.model)
     with torch.inference_mode():

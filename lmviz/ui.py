@@ -20,6 +20,7 @@ from lmviz.masking import Branch
 from lmviz.models import (DEFAULT_MODEL, DTYPES, TINY_BERT, LoadedModel, ModelLoadError, available_devices,
                           bert_candidates, load_bert, load_causal_lm)
 from lmviz.palettes import BLACK, MLM_BRANCH_COLOURS, fill_css
+from lmviz.prepare import cached_models
 from lmviz.serving import Batcher
 
 # Characters that Markdown, Streamlit's :colour[...] / :emoji: syntax or LaTeX ($...$) would interpret.
@@ -104,8 +105,22 @@ def show_code(*functions, label: str = "Show the code") -> None:
 
 
 @st.cache_data(ttl=600, show_spinner=False)
+def _usual_berts() -> list[str]:
+    return bert_candidates()  # may wait for a check that the hub answers: kept for ten minutes
+
+
 def _bert_choices() -> list[str]:
-    return bert_candidates()
+    """The BERTs to offer: the usual ones, then every other BERT `python -m lmviz prepare` cached here
+    (read from the cache folder at every run: cheap, and never out of date)."""
+    usual = _usual_berts()
+    return usual + [name for name in _cached_here("bert") if name not in usual]
+
+
+def _cached_here(kind: str) -> list[str]:
+    """Hub models of this kind in this machine's Hugging Face cache (they load offline), that this
+    deployment offers."""
+    allowed = allowed_models()
+    return [m.name for m in cached_models() if m.kind == kind and (allowed is None or m.name in allowed)]
 
 
 @st.cache_resource(show_spinner=False, max_entries=3)
@@ -242,6 +257,9 @@ def _model_settings(asked: str) -> tuple[str, str, str, str | None]:
                 "Model: the bundled default, lmviz-tiny-gpt, a Hugging Face hub id (e.g. gpt2) or a local folder",
                 value=asked, key="model_name",
             ).strip() or DEFAULT_MODEL
+            cached = _cached_here("causal")
+            if cached:
+                st.caption(escape_markdown(f"On this machine, so offline too: {', '.join(cached)}."))
         left, right = st.columns(2)
         device = left.selectbox("Device", ["auto", *available_devices()],
                                 help="auto: the GPU when there is one, else the CPU")
@@ -284,3 +302,29 @@ def scored_with_cpu_fallback(choice: CausalChoice, score: Callable) -> tuple[Cau
         st.info(escape_markdown(f"{problem} This text is scored on the CPU instead."))
     choice = choice.on_cpu()
     return choice, score(choice)
+
+
+def warn_unknown_words(loaded, check, use_known_text: Callable, key: str) -> None:
+    """Above a BERT page's result, when its model does not know most of the text's words
+    (check: lmviz.bert_analysis.UnknownWords): which words, and the two ways out, a text it
+    knows (one click, ``use_known_text``) or a model that knows English. A loss over letters
+    spelled out one by one says little, and the page must not let it pass for a real one."""
+    if not check.most:
+        return
+    from lmviz.classroom import term  # (imported here, beside the one function of ui.py that needs them)
+    from lmviz.models import BERT_HUB_ID
+
+    shown = 12  # enough to see the pattern; a pasted page of text would otherwise bury the result
+    words = ", ".join(f"“{escape_markdown(w)}”" for w in check.words[:shown])
+    if len(check.words) > shown:
+        words += f" and {len(check.words) - shown} more"
+    english = "" if loaded.name == BERT_HUB_ID else (
+        f", or a model that knows English: {BERT_HUB_ID} under Model, which needs this machine's Hugging Face "
+        "cache (`python -m lmviz prepare`, run once while online, fills it) or the internet")
+    unk, pieces = escape_markdown(loaded.tokenizer.unk_token), term("WordPiece", "WordPiece ##")
+    st.warning(
+        f"**{escape_markdown(loaded.name)}, with {len(loaded.tokenizer):,} tokens, does not know most of these "
+        f"words**: {check.num_unknown} of {check.num_words} become {unk} or are spelled out in {pieces} pieces "
+        f"({words}), so the numbers below come from letters, not words. Use a text it knows{english}.")
+    st.button("Use a text it knows", key=key, on_click=use_known_text,
+              help="Text from lmviz's own generated stories, the words this model was trained on")

@@ -1,17 +1,19 @@
-"""Every case of tests/data/bad_inputs.jsonl through the CLI and every page that takes text:
-the normal result or one clear sentence; never a traceback, a NaN, a blank page or live markup."""
+"""Every case of tests/data/bad_inputs.jsonl through the CLI and the pages that take text. Each case
+names, for every surface it goes through, what that surface must give: "scored" (the normal result,
+every number finite), "scored, warned" (the result, under one sentence saying the BERT in use does not
+know most of the words) or "sentence" (one clear sentence, and no result). Never a traceback, a NaN, a
+blank page or live markup."""
 
 import json
 import math
 import re
-from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from lmviz.__main__ import main
-from tests.test_pages import APP, AppTest, open_page
+from tests.helpers import APP, BAD_INPUTS as CASES, open_page
 
-CASES = [json.loads(line) for line in (Path(__file__).parent / "data" / "bad_inputs.jsonl").read_text().splitlines()]
 IDS = [c["case"] for c in CASES]
 # the hostile inputs' markup, where it would still be live: not preceded by Markdown's escaping backslash
 LIVE_MARKUP = [re.compile(p) for p in (r"(?<!\\)<script", r"(?<!\\)<img", r"(?<!\\)\*(?<!\\)\*bold", r"(?<!\\)\$x\^2",
@@ -21,35 +23,84 @@ LIVE_MARKUP = [re.compile(p) for p in (r"(?<!\\)<script", r"(?<!\\)<img", r"(?<!
 PAGE_CASES = [c for c in CASES if c["case"] != "lone surrogate"]
 PAGE_IDS = [c["case"] for c in PAGE_CASES]
 
+# surface -> how the test drives it (the names are the keys of each case's "expected")
+CLI = {"cli clm": ["clm"], "cli mlm --mask-one": ["mlm", "--mask-one"]}
+TEXT_PAGES = {
+    "masked-lm": ("app_pages/masked_lm.py", lambda at, text: at.text_area(key="mlm_text").input(text[:1000])),
+    "nsp": ("app_pages/next_sentence.py", lambda at, text: at.text_input(key="nsp_a").input(text[:500])),
+    "bert-loss": ("app_pages/bert_loss.py", lambda at, text: at.text_input(key="bert_b").input(text[:500])),
+    "batches": ("app_pages/batches.py",
+                lambda at, text: at.text_area(key="batch_text").input(text[:1000] + "\nThe cat sat.")),
+    "next-token": ("app_pages/next_token.py", lambda at, text: at.text_area(key="next_text").input(text[:2000])),
+    "chat-loss question": ("app_pages/chat_loss.py", lambda at, text: at.text_input(key="chat_user").input(text[:1000])),
+    "chat-loss answer": ("app_pages/chat_loss.py", lambda at, text: at.text_input(key="chat_answer").input(text[:1000])),
+}
+TRAIN = ["train alone", "train among ordinary text"]
+PAGES = ["your-sentence from a link", *TEXT_PAGES, *TRAIN]
+# the library's functions that tests/test_next_token.py and tests/test_chat_loss.py drive with every case
+LIBRARY = ["next_token_logits", "analyse_sft question", "analyse_sft answer"]
 
-def _finite_numbers(value) -> bool:
+
+def test_every_case_names_the_outcome_of_each_of_its_surfaces():
+    """A surface missing from a case, or misspelt, would otherwise be looked up in vain or never checked."""
+    for case in CASES:
+        surfaces = set(CLI) | set(LIBRARY) | (set(PAGES) if case in PAGE_CASES else set())
+        assert set(case["expected"]) == surfaces, case["case"]
+        assert set(case["expected"].values()) <= {"scored", "scored, warned", "sentence"}, case["case"]
+
+
+def finite(value) -> bool:
+    """No NaN or infinity anywhere in the CLI's JSON. JSON has neither, so the CLI writes them as the
+    strings "nan", "inf" and "-inf": those count too."""
     if isinstance(value, float):
         return math.isfinite(value)
+    if isinstance(value, str):
+        return value not in ("nan", "inf", "-inf")
     if isinstance(value, dict):
-        return all(_finite_numbers(v) for v in value.values())
+        return all(finite(v) for v in value.values())
     if isinstance(value, list):
-        return all(_finite_numbers(v) for v in value)
+        return all(finite(v) for v in value)
     return True
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-@pytest.mark.parametrize("command", [["clm"], ["mlm", "--mask-one"]])
-def test_cli(case, command, capsys):
-    code = main([command[0], case["text"], "--json", *command[1:]])
+@pytest.mark.parametrize("surface", list(CLI))
+def test_cli(case, surface, capsys):
+    command, *options = CLI[surface]
+    code = main([command, case["text"], "--json", *options])
     out, err = capsys.readouterr()
     assert "Traceback" not in err
-    if code == 0:
-        assert _finite_numbers(json.loads(out))
+    if case["expected"][surface] == "scored":
+        assert code == 0, err
+        result = json.loads(out)
+        assert isinstance(result["loss"], float) and finite(result)
     else:
-        assert code == 2 and err.strip().splitlines()[-1].startswith("lmviz: ")
+        assert code == 2 and out == "", out
+        assert err.count("lmviz: ") == 1 and err.strip().splitlines()[-1].startswith("lmviz: "), err
 
 
-def assert_sane(at: AppTest):
+# What a BERT page says above its numbers when the model does not know most of the words
+UNKNOWN_WORDS = "does not know most of these words"
+
+
+def assert_outcome(at: AppTest, expected: str):
+    """The page gave ``expected``: its result (metrics, and no warning or error beside them); its result
+    with exactly one warning, that the model does not know most of the words ("scored, warned"); or one
+    warning or error and no result."""
     assert not at.exception, at.exception
-    said = [e.value for e in at.error] + [w.value for w in at.warning] + [i.value for i in at.info]
-    assert at.metric or said, "neither a result nor a sentence"
-    assert all("nan" not in m.value.lower() for m in at.metric)
+    said = [e.value for e in at.error] + [w.value for w in at.warning]
+    if expected.startswith("scored"):
+        warned = expected == "scored, warned"
+        assert at.metric and len(said) == warned, said
+        assert not warned or UNKNOWN_WORDS in at.warning[0].value, said
+        assert_finite_metrics(at)
+    else:
+        assert len(said) == 1 and not at.metric, (said, [m.value for m in at.metric])
     assert_no_live_markup(at)
+
+
+def assert_finite_metrics(at: AppTest):
+    assert not [m.value for m in at.metric if any(bad in m.value.lower() for bad in ("nan", "inf", "∞"))]
 
 
 def assert_no_live_markup(at: AppTest):
@@ -62,20 +113,16 @@ def test_your_sentence_page_from_a_link(case):
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["text"] = case["text"]
     at.run()
-    assert_sane(at.switch_page("app_pages/your_sentence.py").run())
+    assert_outcome(at.switch_page("app_pages/your_sentence.py").run(), case["expected"]["your-sentence from a link"])
 
 
 @pytest.mark.parametrize("case", PAGE_CASES, ids=PAGE_IDS)
-@pytest.mark.parametrize("page, fill", [
-    ("app_pages/masked_lm.py", lambda at, text: at.text_area(key="mlm_text").input(text[:1000])),
-    ("app_pages/next_sentence.py", lambda at, text: at.text_input(key="nsp_a").input(text[:500])),
-    ("app_pages/bert_loss.py", lambda at, text: at.text_input(key="bert_b").input(text[:500])),
-    ("app_pages/batches.py", lambda at, text: at.text_area(key="batch_text").input(text[:1000] + "\nThe cat sat.")),
-], ids=["masked-lm", "nsp", "bert-loss", "batches"])
-def test_text_taking_pages(case, page, fill):
+@pytest.mark.parametrize("surface", list(TEXT_PAGES))
+def test_text_taking_pages(case, surface):
+    page, fill = TEXT_PAGES[surface]
     at = open_page(page)
     fill(at, case["text"])
-    assert_sane(at.run(timeout=120))
+    assert_outcome(at.run(timeout=120), case["expected"][surface])
 
 
 # Enough ordinary text to train on (45 sentences, in stories of five); a bad case goes in the middle,
@@ -88,19 +135,21 @@ def among_ordinary(text: str) -> str:
 
 
 @pytest.mark.parametrize("case", PAGE_CASES, ids=PAGE_IDS)
-@pytest.mark.parametrize("among_ordinary_text", [False, True], ids=["alone", "among ordinary text"])
-def test_train_page_with_pasted_text(case, among_ordinary_text):
+@pytest.mark.parametrize("surface", TRAIN)
+def test_train_page_with_pasted_text(case, surface):
     at = open_page("app_pages/train.py")
     at.radio(key="train_source").set_value("paste text").run()
-    at.text_area(key="train_text").input(among_ordinary(case["text"]) if among_ordinary_text else case["text"]).run()
+    at.text_area(key="train_text").input(among_ordinary(case["text"]) if surface == TRAIN[1] else case["text"]).run()
     at.number_input(key="train_steps").set_value(10)
     at.button[0].click().run(timeout=300)  # "Train"
     assert not at.exception, at.exception
     assert_no_live_markup(at)
-    if at.error:  # too little text to train on: one sentence that says so
-        assert len(at.error) == 1 and "sentences" in at.error[0].value
-        assert not among_ordinary_text, at.error[0].value
+    if case["expected"][surface] == "sentence":  # too little text to train on: one sentence that says so
+        said = [e.value for e in at.error]
+        assert len(said) == 1 and "sentences" in said[0], said
+        assert "trainer" not in at.session_state
         return
+    assert not at.error, [e.value for e in at.error]
     history = at.session_state["trainer"].history
     assert len(history) == 11 and all(math.isfinite(r.validation_loss) for r in history[:1])
     assert all(math.isfinite(r.train_loss) for r in history[1:])
@@ -114,5 +163,7 @@ def test_a_malformed_model_in_the_link_is_explained(model, monkeypatch):
     at.query_params["model"] = model
     at.run()
     at.switch_page("app_pages/your_sentence.py").run()
-    assert_sane(at)
-    assert at.error and at.metric  # one sentence, then the bundled model
+    assert not at.exception, at.exception
+    assert len(at.error) == 1 and at.metric  # one sentence, then the bundled model's result
+    assert_finite_metrics(at)
+    assert_no_live_markup(at)

@@ -4,13 +4,16 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from lmviz.bert_analysis import NothingSelected, analyse_bert_loss, analyse_mlm, analyse_nsp
+from lmviz.bert_analysis import (NothingSelected, NotMaskable, analyse_bert_loss, analyse_mlm, analyse_mlm_at,
+                                 analyse_nsp, maskable_positions)
 from lmviz.corpus import generate_corpus
 from lmviz.masking import Branch
 from lmviz.models import LoadedModel
 from lmviz.text import NothingToScore
 from lmviz.training import build_model, train_tokenizer
+from tests.helpers import one_sentence
 
 TEXT = "anna and ben went to the park . anna saw a red fox near the pond ."
 
@@ -93,3 +96,52 @@ def test_bert_total_equals_bert_for_pretraining_loss(tiny_bert_loaded):
     weighted = analyse_bert_loss(tiny_bert_loaded, a, b, b_follows_a=False, seed=1, mlm_weight=0.5, nsp_weight=2.0)
     assert weighted.total == pytest.approx(0.5 * result.mlm_loss + 2.0 * result.nsp_loss, abs=1e-5)
     assert weighted.total_model == pytest.approx(result.total_model)
+
+
+# Click a word to mask it: [MASK] exactly at the chosen positions, the loss over those alone.
+
+def reference_mlm(model, tokenizer, text: str, positions: list[int]):
+    """Hugging Face's BertForMaskedLM with the same weights, loaded from the state dict (not lmviz's
+    _heads), on the text with [MASK] at ``positions`` and labels -100 everywhere else: (loss, logits, ids)."""
+    from transformers import BertForMaskedLM
+
+    reference = BertForMaskedLM(model.config).eval()
+    missing, _ = reference.load_state_dict(model.state_dict(), strict=False)  # the NSP head and pooler are left out
+    assert not missing
+    enc = tokenizer(text, return_tensors="pt")
+    ids = enc["input_ids"]
+    masked, labels = ids.clone(), torch.full_like(ids, -100)
+    masked[0, positions], labels[0, positions] = tokenizer.mask_token_id, ids[0, positions]
+    with torch.no_grad():
+        out = reference(input_ids=masked, attention_mask=enc["attention_mask"], token_type_ids=enc["token_type_ids"],
+                        labels=labels)
+    return out.loss.item(), out.logits, ids
+
+
+def test_mlm_at_chosen_positions_equals_bert_for_masked_lm_and_cross_entropy(tiny_bert_loaded):
+    positions = [2, 5, 9]
+    result = analyse_mlm_at(tiny_bert_loaded, TEXT, positions)
+    loss, logits, ids = reference_mlm(tiny_bert_loaded.model, tiny_bert_loaded.tokenizer, TEXT, positions)
+    assert result.loss == pytest.approx(loss, abs=1e-5) and result.loss_model == pytest.approx(loss, abs=1e-5)
+    by_torch = F.cross_entropy(logits[0, positions], ids[0, positions]).item()
+    assert result.loss == pytest.approx(by_torch, abs=1e-5)
+    assert result.num_selected == 3
+    for row in result.rows:
+        chosen = row.position in positions
+        assert row.branch == (Branch.MASKED if chosen else Branch.NOT_SELECTED)
+        assert row.shown == ("[MASK]" if chosen else row.token)
+        assert row.label == (row.token_id if chosen else -100) and (row.nll is not None) == chosen
+
+
+def test_mlm_at_refuses_special_tokens_and_positions_past_the_end(tiny_bert_loaded):
+    tokenizer = tiny_bert_loaded.tokenizer
+    ids = tokenizer(TEXT)["input_ids"]
+    assert list(maskable_positions(tokenizer, TEXT)) == list(range(1, len(ids) - 1))  # not [CLS], not [SEP]
+    for position in (0, len(ids) - 1, len(ids) + 3):
+        with pytest.raises(NotMaskable) as problem:
+            analyse_mlm_at(tiny_bert_loaded, TEXT, [1, position])
+        assert one_sentence(str(problem.value)) and f"Position {position} cannot be masked" in str(problem.value)
+    with pytest.raises(NothingToScore, match="No position is chosen"):
+        analyse_mlm_at(tiny_bert_loaded, TEXT, [])
+    with pytest.raises(NothingToScore, match="besides BERT's special tokens"):
+        analyse_mlm_at(tiny_bert_loaded, "[CLS] [SEP]", [1])
