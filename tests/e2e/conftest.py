@@ -35,13 +35,24 @@ def browser(chromium_path):
         browser.close()
 
 
-@pytest.fixture()
-def page(browser, server):
+def watched_tab(browser, viewport: dict):
     """A fresh browser tab; any JavaScript dialog (alert) is recorded, and fails the test."""
-    context = browser.new_context(viewport={"width": 1400, "height": 2600})
+    context = browser.new_context(viewport=viewport)
     tab = context.new_page()
     tab.dialogs = []
     tab.on("dialog", lambda dialog: (tab.dialogs.append(dialog.message), dialog.dismiss()))
     yield tab
     assert tab.dialogs == [], f"a dialog fired: {tab.dialogs}"
     context.close()
+
+
+@pytest.fixture()
+def page(browser, server):
+    """A tall tab: a whole page at once, for screenshots and reading far down."""
+    yield from watched_tab(browser, {"width": 1400, "height": 2600})
+
+
+@pytest.fixture()
+def projector(browser, server):
+    """A classroom projector's screen, 1280×720."""
+    yield from watched_tab(browser, {"width": 1280, "height": 720})

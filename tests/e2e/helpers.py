@@ -1,6 +1,7 @@
 """Steps the browser tests share. They import them from here, never from one another."""
 
 import os
+import re
 from pathlib import Path
 
 from lmviz import toy
@@ -51,3 +52,9 @@ def type_into_editor(tab, position: int, word: str, value: str) -> None:
     box.press_sequentially(value, delay=50)
     expect(box).to_have_value(value)
     box.press("Enter")
+
+
+def metric(tab, label: str):
+    """The value element of the st.metric labelled exactly ``label``."""
+    named = tab.locator("[data-testid='stMetricLabel']", has_text=re.compile(f"^{re.escape(label)}$"))
+    return tab.locator("[data-testid='stMetric']", has=named).locator("[data-testid='stMetricValue']")

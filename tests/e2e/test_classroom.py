@@ -1,33 +1,14 @@
 """On a 1280×720 projector: after each control a teacher uses, the number it changed is on screen
 with the control, showing the new value; presentation mode's text is large enough for the back row."""
 
-import re
 from urllib.parse import quote
 
-import pytest
 from playwright.sync_api import expect
 
 from lmviz.analysis import analyse_clm
 from lmviz.numbers import fmt
-from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle, type_into_editor
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, settle, type_into_editor
 from tests.helpers import by_hand
-
-PROJECTOR = {"width": 1280, "height": 720}
-
-
-@pytest.fixture()
-def projector(browser, server):
-    context = browser.new_context(viewport=PROJECTOR)
-    tab = context.new_page()
-    yield tab
-    context.close()
-
-
-def metric(tab, label: str):
-    """The value element of the st.metric labelled exactly ``label``."""
-    named = tab.locator("[data-testid='stMetricLabel']", has_text=re.compile(f"^{re.escape(label)}$"))
-    return tab.locator("[data-testid='stMetric']", has=named).locator("[data-testid='stMetricValue']")
-
 
 def visible_value(tab, label: str) -> str:
     """The metric's value, once it lies wholly inside the viewport (waiting for it: the layout still

@@ -1,38 +1,19 @@
 """Next token and Chat fine-tuning loss in a real browser, on a 1280×720 projector: the result of each
 control is on screen with it, and user text stays text."""
 
-import re
-
-import pytest
 import torch
 from playwright.sync_api import expect
 
 from lmviz.chat_loss import analyse_sft
 from lmviz.numbers import fmt
 from lmviz.text import readable_token
-from tests.e2e.helpers import assert_no_error, settle
-
-
-@pytest.fixture()
-def projector(browser, server):
-    context = browser.new_context(viewport={"width": 1280, "height": 720})
-    tab = context.new_page()
-    tab.dialogs = []
-    tab.on("dialog", lambda dialog: (tab.dialogs.append(dialog.message), dialog.dismiss()))
-    yield tab
-    assert tab.dialogs == [], f"a dialog fired: {tab.dialogs}"
-    context.close()
-
-
-def metric_value(tab, label: str):
-    named = tab.locator("[data-testid='stMetricLabel']", has_text=re.compile(f"^{re.escape(label)}$"))
-    return tab.locator("[data-testid='stMetric']", has=named).locator("[data-testid='stMetricValue']")
+from tests.e2e.helpers import assert_no_error, metric, settle
 
 
 def test_next_token_generates_step_by_step_with_the_result_on_screen(projector, server, bundled):
     projector.goto(f"{server}/next-token")
     settle(projector)
-    greedy = metric_value(projector, "Greedy choice (the highest logit)")
+    greedy = metric(projector, "Greedy choice (the highest logit)")
     expect(greedy).to_have_text("␣Paris", timeout=120_000)
     expect(greedy).to_be_in_viewport(ratio=1)
     projector.get_by_role("button", name="Append the greedy token, ␣Paris").click()
@@ -50,7 +31,7 @@ def test_next_token_generates_step_by_step_with_the_result_on_screen(projector, 
 def test_chat_loss_follows_the_answer_and_shows_typed_markup_as_text(projector, server, bundled):
     projector.goto(f"{server}/chat-loss")
     settle(projector)
-    loss = metric_value(projector, "Answer-only loss (SFT)")
+    loss = metric(projector, "Answer-only loss (SFT)")
     expected = analyse_sft(bundled, "What is the capital of France?", "The capital of France is Paris.")
     expect(loss).to_have_text(fmt(expected.loss_answer), timeout=120_000)
     hostile = "<script>alert(1)</script> **Paris** $x$"
