@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from lmviz import plots
-from lmviz.analysis import REFERENCE_TEXT, NotEnoughMemory, analyse_batch, analyse_clm, length_limit, score_positions
+from lmviz.analysis import (REFERENCE_TEXT, NotEnoughMemory, analyse_batch, analyse_clm, length_limit, loss_three_ways,
+                            score_positions)
 from lmviz.classroom import term
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.palettes import LOSS_SCALE, loss_colour
@@ -207,4 +208,4 @@ if math.isfinite(result.max_difference):
 else:
     st.caption("One label has probability exactly 0 under this model (a logit of −∞), so the loss is infinite.")
 
-show_code(analyse_clm, analyse_batch, score_positions)
+show_code(analyse_clm, analyse_batch, score_positions, loss_three_ways)

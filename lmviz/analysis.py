@@ -4,12 +4,14 @@ The article checks a real model's loss three ways; ``analyse_clm`` does the
 same on every call: log-softmax at the label -> negate -> mean (the per-token
 numbers of the table), the model's own loss function (what ``out.loss`` is
 with labels = input_ids), and ``torch.nn.CrossEntropyLoss`` on the shifted
-logits. It costs little beyond the forward pass: one sweep over the logits,
-in chunks, gives every -log p, rank and top-k (see benchmarks/perf.py).
+logits. It costs little beyond the forward pass (benchmarks/perf.py measures
+it): the logits are read a few positions at a time, while they are in the
+CPU's cache, and top-k and rank skip most of the vocabulary.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -76,7 +78,6 @@ class ClmAnalysis:
         return asdict(self)
 
 
-# Characters that would be invisible, or would move or break the text around them.
 def model_max_tokens(model) -> int | None:
     """The longest input the model's position embeddings allow (GPT-2: 1024), None if its config does not say."""
     config = model.config
@@ -98,29 +99,94 @@ def length_limit(model) -> tuple[int, str]:
                         f"{scores_mb:,.0f} MiB, and its forward pass small enough for a laptop")
 
 
-CHUNK_ROWS = 128  # positions scored at a time: bounds the temporary (rows, V) tensors
+# How many (position, vocabulary entry) scores are worked on at a time. On a CPU, 2**20 float32
+# scores (4 MB; ~21 positions of a 49k-token vocabulary) stay in the processor's cache while
+# log-softmax, top-k and rank read them; on a GPU, larger steps launch fewer kernels. Either way no
+# temporary the size of the whole text's logits is made.
+CHUNK_SCORES = {"cpu": 2**20, "accelerator": 2**25}
 
 
-def score_positions(logits: torch.Tensor, targets: torch.Tensor, top_k: int) -> dict:
-    """Everything the table shows, for one sequence, in one sweep over the logits.
+def chunks(logits: torch.Tensor, labels: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(N, V) logits and (N,) labels as pieces of a few positions each: see CHUNK_SCORES."""
+    scores = CHUNK_SCORES["cpu" if logits.device.type == "cpu" else "accelerator"]
+    rows = max(1, scores // logits.shape[-1])
+    return list(zip(logits.split(rows), labels.split(rows)))
 
-    logits: (N, V), position t's scores for the token at t+1; targets: (N,).
-    -log p(target) comes from log_softmax (never softmax().log(), whose tiny
-    probabilities round to 0 in float32); the rank of the target is 1 + the
-    number of tokens with a higher score; the top-k come from the same
-    log-probabilities. Rows are processed CHUNK_ROWS at a time, so the
-    temporary (rows, V) tensors stay small whatever the length of the text.
+
+def in_chunks(score):
+    """``score`` run on a few positions at a time (see CHUNK_SCORES), its tensors joined again."""
+    @functools.wraps(score)  # "Show the code" shows ``score`` itself, under this decorator
+    def chunked(logits: torch.Tensor, labels: torch.Tensor, *args) -> dict:
+        pieces = [score(piece, piece_labels, *args) for piece, piece_labels in chunks(logits, labels)]
+        return {key: torch.cat([piece[key] for piece in pieces]) for key in pieces[0]}
+    return chunked
+
+
+TOP_K_BLOCK = 128  # vocabulary entries per block in topk_by_blocks
+
+
+def topk_by_blocks(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch.topk(scores, k, dim=-1), in two cheap steps instead of one costly one.
+
+    scores: (N, V). The k largest scores of a row lie in the k blocks of TOP_K_BLOCK entries
+    with the largest maxima: a block left out is outranked by k blocks, each holding a score at
+    least as large as any of its own. So: every block's maximum (a pass as fast as a sum), the k
+    best blocks, and torch.topk over their k × TOP_K_BLOCK entries only: about 6 times faster on
+    a CPU than torch.topk over all V. The values are torch.topk's; among equal scores, the ids
+    may differ. Returns values (N, k), largest first, and their ids (N, k).
     """
-    parts = {"nll": [], "rank": [], "top_p": [], "top_id": []}
-    for start in range(0, logits.shape[0], CHUNK_ROWS):
-        log_p = torch.log_softmax(logits[start:start + CHUNK_ROWS].float(), dim=-1)  # (c, V)
-        target_log_p = log_p.gather(-1, targets[start:start + CHUNK_ROWS, None])  # (c, 1)
-        parts["nll"].append(-target_log_p.squeeze(-1))
-        parts["rank"].append((log_p > target_log_p).sum(-1) + 1)
-        top_log_p, top_ids = log_p.topk(top_k, dim=-1)  # (c, k)
-        parts["top_p"].append(top_log_p.exp())
-        parts["top_id"].append(top_ids)
-    return {k: torch.cat(v).cpu() for k, v in parts.items()}
+    rows, size = scores.shape
+    whole = size - size % TOP_K_BLOCK  # the last, shorter block is always searched
+    if k * TOP_K_BLOCK >= whole:  # few blocks: nothing to gain
+        return scores.topk(k, dim=-1)
+    best = scores[:, :whole].view(rows, -1, TOP_K_BLOCK).amax(-1).topk(k, dim=-1).indices  # (N, k)
+    block = torch.arange(TOP_K_BLOCK, device=scores.device)
+    ids = torch.cat([(best[:, :, None] * TOP_K_BLOCK + block).view(rows, -1),  # (N, k × TOP_K_BLOCK)
+                     torch.arange(whole, size, device=scores.device).expand(rows, -1)], dim=1)
+    values, where = scores.gather(1, ids).topk(k, dim=-1)  # (N, k)
+    return values, ids.gather(1, where)
+
+
+@in_chunks
+def score_positions(logits: torch.Tensor, targets: torch.Tensor, top_k: int) -> dict:
+    """Everything the table shows: -log p of each label, its rank, and the model's top-k guesses.
+
+    logits: (N, V), position t's scores for the token at t+1; targets: (N,), the tokens at t+1.
+    -log p comes from log_softmax, never softmax().log(): a tiny probability rounds to 0 in
+    float32, and log 0 = -inf.
+    """
+    log_p = torch.log_softmax(logits.float(), dim=-1)  # (N, V), in float32 whatever the weights' dtype
+    target_log_p = log_p.gather(-1, targets[:, None])  # (N, 1)
+    top_log_p, top_ids = topk_by_blocks(log_p, min(top_k, log_p.shape[-1]))  # (N, k), most likely first
+    # rank = 1 + how many tokens score higher than the label. When the label is among the top k, all
+    # of those are too, and are counted there; only the other positions need the whole vocabulary.
+    # (Counted in int32, not sum's default int64: a vocabulary is far smaller than 2**31, and the
+    # count over the vocabulary then takes a third less time.)
+    rank = (top_log_p > target_log_p).sum(-1, dtype=torch.int32) + 1  # (N,)
+    outside = (target_log_p[:, 0] < top_log_p[:, -1]).nonzero()[:, 0]  # positions whose label is below the k-th guess
+    rank[outside] = (log_p.index_select(0, outside) > target_log_p[outside]).sum(-1, dtype=torch.int32) + 1
+    return {"nll": -target_log_p[:, 0], "rank": rank, "top_p": top_log_p.exp(), "top_id": top_ids}
+
+
+def loss_three_ways(model, logits: torch.Tensor, labels: torch.Tensor, nll: torch.Tensor) -> list[float]:
+    """The article's check: three independent routes to the text's loss, which must agree.
+
+    logits: (N, V), position t's scores for the token at t+1; labels: (N,); nll: (N,), the -log p
+    of score_positions. Routes 2 and 3 add up sums over a few positions at a time and divide by N
+    (for the model's function, Hugging Face's own gradient-accumulation path, num_items_in_batch):
+    the mean, without a temporary the size of the logits.
+    """
+    count, pieces = len(labels), chunks(logits, labels)
+    # 1. log-softmax at the label -> negate -> mean: the mean of the table's numbers
+    by_hand = nll.mean().item()
+    # 2. the model's own loss function: what out.loss is with labels = input_ids
+    model_own = sum(model.loss_function(logits=piece, labels=None, vocab_size=logits.shape[-1],
+                                        shift_labels=piece_labels, num_items_in_batch=count).item()
+                    for piece, piece_labels in pieces)
+    # 3. torch.nn.CrossEntropyLoss on the shifted logits and labels
+    cross_entropy = sum(torch.nn.CrossEntropyLoss(reduction="sum")(piece.float(), piece_labels).item()
+                        for piece, piece_labels in pieces) / count
+    return [by_hand, model_own, cross_entropy]
 
 
 def _rows_of(tokenizer, ids: list[int], tokens: list[str], scores: dict) -> list[TokenRow]:
@@ -151,43 +217,57 @@ def make_request(loaded, text: str, add_bos: bool = False, top_k: int = 5, max_t
     return Request(valid_text(text), ids, truncated_from, add_bos, top_k)
 
 
+def explains_out_of_memory(analyse):
+    """``analyse`` (loaded, requests), with a failed allocation turned into NotEnoughMemory,
+    whose one sentence says how large the texts' scores were."""
+    @functools.wraps(analyse)  # "Show the code" shows ``analyse`` itself, under this decorator
+    def explained(loaded, requests: list[Request]) -> list[ClmAnalysis]:
+        try:
+            return analyse(loaded, requests)
+        except RuntimeError as error:  # torch.OutOfMemoryError is a RuntimeError too
+            if not is_out_of_memory(error):
+                raise
+        # Raised here, outside the except block, so that the failed attempt's tensors (held by
+        # its traceback) are freed before anyone retries.
+        if loaded.device.startswith("cuda"):
+            torch.cuda.empty_cache()  # and their blocks handed back by PyTorch's caching allocator
+        width = max(len(request.ids) for request in requests)
+        raise NotEnoughMemory(_memory_sentence(len(requests), width, loaded.model.config.vocab_size, loaded.device),
+                              loaded.device)
+    return explained
+
+
+@explains_out_of_memory
 def analyse_batch(loaded, requests: list[Request]) -> list[ClmAnalysis]:
     """Score several texts with one forward pass.
 
-    The sequences are right-padded into one batch with an attention mask: a
-    causal model's real tokens never attend to the pads that follow them, and
-    right padding leaves their positions unchanged, so each result equals the
-    one-at-a-time result (within float rounding).
+    The texts are padded on the right into one batch, with an attention mask: a causal model's
+    real tokens never attend to the pads after them, and right padding leaves their positions
+    unchanged, so each result equals the one-at-a-time result (within float rounding).
     """
-    model, tokenizer, device = loaded.model, loaded.tokenizer, loaded.device
-    lengths = [len(r.ids) for r in requests]
-    width = max(lengths)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    rows, masks = pad_right([r.ids for r in requests], pad)
-    input_ids = torch.tensor(rows, device=device)  # (B, T)
-    # without padding the model takes its plain causal path
-    attention_mask = torch.tensor(masks, device=device) if min(lengths) < width else None
-    try:
-        return _score_batch(loaded, requests, input_ids, attention_mask, lengths)
-    except RuntimeError as error:  # torch.OutOfMemoryError is a RuntimeError too
-        if not is_out_of_memory(error):
-            raise
-    # Raised here, outside the except block, so that the failed attempt's tensors (held by
-    # its traceback) are freed before anyone retries.
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()  # and their blocks handed back by PyTorch's caching allocator
-    raise NotEnoughMemory(_memory_sentence(len(requests), width, model.config.vocab_size, device), device)
-
-
-def _score_batch(loaded, requests, input_ids, attention_mask, lengths) -> list[ClmAnalysis]:
+    pad = loaded.tokenizer.pad_token_id or 0  # any id: the attention mask hides the pads
+    rows, masks = pad_right([request.ids for request in requests], pad)
+    input_ids = torch.tensor(rows, device=loaded.device)  # (B, T)
+    attention_mask = torch.tensor(masks, device=loaded.device)  # (B, T): 1 on real tokens, 0 on pads
     with torch.inference_mode():
         start = time.perf_counter()
         logits = loaded.model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, T, V)
-        if loaded.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
-        return [_analysis_of_row(loaded, request, logits[b, :length], input_ids[b, :length], seconds)
-                for b, (request, length) in enumerate(zip(requests, lengths))]
+        seconds = _seconds_since(start, loaded.device)
+        results = []
+        for b, request in enumerate(requests):
+            n = len(request.ids)
+            # position t is scored on the token at t + 1: the last position and the first token drop out
+            shifted, labels = logits[b, :n - 1], input_ids[b, 1:n]  # (n-1, V), (n-1,)
+            scores = score_positions(shifted, labels, request.top_k)
+            losses = loss_three_ways(loaded.model, shifted, labels, scores["nll"])
+            results.append(_analysis(loaded, request, scores, losses, seconds))
+    return results
+
+
+def _seconds_since(start: float, device: str) -> float:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()  # a GPU runs its kernels after the call returns: wait for them
+    return time.perf_counter() - start
 
 
 def _memory_sentence(texts: int, width: int, vocab_size: int, device: str) -> str:
@@ -197,37 +277,13 @@ def _memory_sentence(texts: int, width: int, vocab_size: int, device: str) -> st
             f"{needed / 2**20:,.0f} MB ({texts} × {width} positions × {vocab_size:,} vocabulary entries × 4 bytes).")
 
 
-def _reference_losses(model, logits: torch.Tensor, targets: torch.Tensor) -> tuple[float, float]:
-    """The model's own loss function and torch.nn.CrossEntropyLoss, on (N, V) shifted logits.
-
-    Both run over CHUNK_ROWS rows at a time, summing and dividing by N at the end, so
-    that neither makes a full (N, V) copy of the logits. For the model's function this
-    is Hugging Face's own gradient-accumulation path (``num_items_in_batch``); its result
-    equals the one-call loss (out.loss with labels = input_ids) up to float rounding.
-    """
-    count, vocab_size = len(targets), logits.shape[-1]
-    own, torch_ce = 0.0, 0.0
-    for start in range(0, count, CHUNK_ROWS):
-        chunk, chunk_targets = logits[start:start + CHUNK_ROWS], targets[start:start + CHUNK_ROWS]
-        own += model.loss_function(logits=chunk, labels=None, vocab_size=vocab_size, shift_labels=chunk_targets,
-                                   num_items_in_batch=count).item()
-        torch_ce += torch.nn.CrossEntropyLoss(reduction="sum")(chunk.float(), chunk_targets).item()
-    return own, torch_ce / count
-
-
-def _analysis_of_row(loaded, request: Request, logits: torch.Tensor, ids: torch.Tensor, seconds: float) -> ClmAnalysis:
-    model = loaded.model
-    targets = ids[1:]
-    scores = score_positions(logits[:-1], targets, min(request.top_k, logits.shape[-1]))
-    # The article's three ways to the mean:
-    by_hand = scores["nll"].mean().item()  # log-softmax at the label -> negate -> mean (the table's numbers)
-    model_own, cross_entropy = _reference_losses(model, logits[:-1], targets)
-    values = [by_hand, model_own, cross_entropy]
+def _analysis(loaded, request: Request, scores: dict, losses: list[float], seconds: float) -> ClmAnalysis:
     tokens = [readable_token(loaded.tokenizer, i) for i in request.ids]
+    by_hand, model_own, cross_entropy = losses
     return ClmAnalysis(
         model=loaded.name, text=request.text, tokens=tokens, input_ids=request.ids,
         rows=_rows_of(loaded.tokenizer, request.ids, tokens, scores), loss=by_hand,
-        loss_model=model_own, loss_cross_entropy=cross_entropy, max_difference=max(values) - min(values),
+        loss_model=model_own, loss_cross_entropy=cross_entropy, max_difference=max(losses) - min(losses),
         perplexity=perplexity(by_hand), bos_added=request.add_bos, truncated_from=request.truncated_from,
         device=loaded.device, forward_seconds=seconds,
     )

@@ -84,7 +84,8 @@ class TrueNext:
     prob: float  # p(token) at T = 1, as in training
     nll: float  # -log p: the loss this position would add
     # The same computed in float32, as training, the model's own loss and Your sentence compute it: a
-    # float32 log_softmax over tens of thousands of tokens is exact to about 1e-5, so the fifth decimal may differ.
+    # float32 log_softmax over tens of thousands of tokens can be off by a few times 1e-5, so the fifth
+    # decimal may differ.
     nll_float32: float
     rank: int
     typed: str | None  # the text the word was read as (with the separating space added), when given as a word

@@ -1,12 +1,16 @@
-"""lmviz.analysis on a tiny GPT-2: every number against the model and torch."""
+"""lmviz.analysis on a tiny GPT-2 and the bundled model: every number against the model and torch."""
 
+import inspect
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.analysis import analyse_clm
+from lmviz import analysis
+from lmviz.analysis import (NotEnoughMemory, Request, analyse_batch, analyse_clm, loss_three_ways, score_positions,
+                            topk_by_blocks)
+from lmviz.models import LoadedModel
 from lmviz.text import NothingToScore, _visible, encode
 
 TEXT = "the cat sat on a mat and the dog ran to the park"
@@ -111,3 +115,107 @@ def test_typed_special_token_text_stays_text(bundled):
     assert 0 not in result.input_ids  # id 0 is the real <|endoftext|>
     with_start = analyse_clm(bundled, "hello there", add_bos=True)
     assert with_start.input_ids[0] == 0 and with_start.tokens[0] == "<|endoftext|>"
+
+
+@pytest.mark.parametrize("vocab", [49152, 50257, 3 * 128 * 5])  # SmolLM2's, GPT-2's (a shorter last block), few blocks
+def test_topk_by_blocks_equals_torch_topk(vocab):
+    gen = torch.Generator().manual_seed(vocab)
+    scores = torch.randn(40, vocab, generator=gen) * 4  # (N, V)
+    scores[:10] = scores[:10].round()  # many equal scores
+    scores[10:20, : vocab // 2] = -math.inf  # banned tokens, as some models' logits have
+    scores[20, -1] = 100.0  # the best token in the last, shorter block
+    scores[21, :3] = 100.0  # three best tokens in the first block
+    for k in (1, 5, 20):
+        values, ids = topk_by_blocks(scores, k)
+        expected = scores.topk(k, dim=-1)
+        assert torch.equal(values, expected.values)
+        assert torch.equal(scores.gather(1, ids), values)  # each id points at its value (ids may differ among ties)
+        assert all(len(set(row)) == k for row in ids.tolist())
+
+
+def rank_by_counting(log_p, targets):
+    """The definition: 1 + how many tokens score higher than the label, over the whole vocabulary."""
+    return (log_p > log_p.gather(-1, targets[:, None])).sum(-1) + 1
+
+
+def test_score_positions_equals_one_pass_over_the_vocabulary(monkeypatch):
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(50, 5000, generator=gen) * 3  # (N, V)
+    targets = torch.randint(5000, (50,), generator=gen)
+    targets[:10] = logits[:10].argmax(-1)  # labels inside the top 5...
+    logits[10, targets[10]] = -math.inf  # ...one the model rules out (p = 0, rank past every other token)
+    log_p = torch.log_softmax(logits, dim=-1)
+    whole = score_positions(logits, targets, 5)
+    assert torch.equal(whole["rank"], rank_by_counting(log_p, targets))
+    assert torch.equal(whole["nll"], -log_p.gather(-1, targets[:, None])[:, 0])
+    assert torch.equal(whole["top_p"], log_p.topk(5, dim=-1).values.exp())
+    assert whole["rank"][:10].tolist() == [1] * 10 and whole["nll"][10] == math.inf
+    monkeypatch.setitem(analysis.CHUNK_SCORES, "cpu", 3 * 5000)  # 3 positions at a time: 17 pieces, joined again
+    in_pieces = score_positions(logits, targets, 5)
+    assert all(torch.equal(whole[key], in_pieces[key]) for key in whole)
+
+
+def test_the_check_in_pieces_equals_the_models_loss(tiny_gpt2, monkeypatch):
+    ids = torch.randint(50, (1, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        out = tiny_gpt2(input_ids=ids, labels=ids)
+    shifted, labels = out.logits[0, :-1], ids[0, 1:]  # (39, V), (39,)
+    monkeypatch.setitem(analysis.CHUNK_SCORES, "cpu", 4 * 50)  # 4 positions at a time: 10 pieces
+    by_hand, model_own, cross_entropy = loss_three_ways(tiny_gpt2, shifted, labels,
+                                                        score_positions(shifted, labels, 5)["nll"])
+    assert model_own == pytest.approx(out.loss.item(), abs=1e-6)
+    assert cross_entropy == pytest.approx(F.cross_entropy(shifted, labels).item(), abs=1e-6)
+    assert by_hand == pytest.approx(out.loss.item(), abs=1e-5)
+
+
+def test_the_bundled_model_against_torch(bundled):
+    """A real vocabulary (49 152 tokens, so top-k by blocks) and a text of several pieces."""
+    text = ("The museum was quiet on Tuesday. A child pressed her nose against the glass and asked "
+            "why the whale had no teeth; her grandfather, who had read the sign, said it ate krill.") * 2
+    result = analyse_clm(bundled, text)
+    ids = torch.tensor([result.input_ids])
+    with torch.inference_mode():
+        out = bundled.model(input_ids=ids, labels=ids)
+    log_p = torch.log_softmax(out.logits[0, :-1], dim=-1)  # (N, V)
+    assert len(result.rows) > analysis.CHUNK_SCORES["cpu"] // log_p.shape[-1]  # more than one piece
+    assert result.loss_model == pytest.approx(out.loss.item(), abs=1e-5)
+    assert result.loss_cross_entropy == pytest.approx(out.loss.item(), abs=1e-5)
+    assert result.max_difference < 1e-5
+    assert [r.nll for r in result.rows] == pytest.approx(
+        F.cross_entropy(out.logits[0, :-1], ids[0, 1:], reduction="none").tolist(), abs=1e-5)
+    assert [r.rank for r in result.rows] == rank_by_counting(log_p, ids[0, 1:]).tolist()
+    assert any(r.rank > 5 for r in result.rows) and any(r.rank == 1 for r in result.rows)
+    top_p = log_p.topk(5, dim=-1).values.exp()  # (N, 5)
+    assert [p for r in result.rows for _, p in r.top_k] == pytest.approx(top_p.flatten().tolist(), abs=1e-7)
+
+
+def test_show_the_code_shows_the_computation():
+    """What "Show the code" puts on screen: the math, with the out-of-memory handling in a decorator."""
+    batch, scores = inspect.getsource(analyse_batch), inspect.getsource(score_positions)
+    assert batch.startswith("@explains_out_of_memory\ndef analyse_batch(")
+    assert "pad_right" in batch and "attention_mask" in batch and ".logits" in batch
+    assert "score_positions(" in batch and "loss_three_ways(" in batch
+    assert "except" not in batch and "memory" not in batch.split("\n", 1)[1]
+    assert "log_softmax" in scores and len(scores.splitlines()) < 25
+
+
+class FailingModel(torch.nn.Module):
+    """A model whose forward pass fails as the CPU allocator does when memory runs out, or otherwise."""
+
+    def __init__(self, error):
+        super().__init__()
+        self.config, self.error = type("Config", (), {"vocab_size": 50})(), error
+
+    def forward(self, **inputs):
+        raise self.error
+
+
+def test_running_out_of_memory_is_one_sentence_and_other_errors_pass(tiny_tokenizer):
+    def loaded(error):
+        return LoadedModel(FailingModel(error), tiny_tokenizer, "failing", "a test", "cpu", "float32", 0.0)
+
+    requests = [Request("", [2, 3, 4], None, False), Request("", [2, 3], None, False)]
+    with pytest.raises(NotEnoughMemory, match=r"^The cpu ran out of memory: .* these 2 texts' 3 tokens alone take"):
+        analyse_batch(loaded(RuntimeError("DefaultCPUAllocator: can't allocate memory")), requests)
+    with pytest.raises(ValueError, match="not memory"):
+        analyse_batch(loaded(ValueError("not memory")), requests)
