@@ -1,6 +1,7 @@
 import streamlit as st
 
-from lmviz.classroom import term
+from lmviz.classroom import answered, progress_sentence, term
+from lmviz.lesson import ANSWERED_PARAM, PATH, next_to_study, progress_code
 
 st.title("How is a language model's training loss computed?")
 st.markdown(
@@ -14,6 +15,20 @@ sentences, and for anyone learning on their own. It needs no internet: its
 models ship with it. Words in blue link to the glossary.
 """
 )
+
+st.subheader("Your path")
+done = answered()
+st.markdown("The pages below form one lesson, in this order. Each says what it teaches, ends with questions "
+            "made from its own numbers (to check yourself, or for a teacher to ask the room), and links to the next.")
+st.caption(progress_sentence(done) + " " + " · ".join(
+    f"{step.title} {sum(step.key(q) in done for q in step.questions)}/{len(step.questions)}" for step in PATH))
+following = next_to_study(done)
+if following:
+    code = progress_code(done)
+    st.page_link(following.page, label=f"{'Continue' if done else 'Start'} with {following.title}",
+                 icon=":material/play_arrow:", query_params={ANSWERED_PARAM: code} if code else None)
+else:
+    st.success("You have answered every question on the path.", icon=":material/school:")
 
 st.subheader("Start here")
 st.page_link("app_pages/toy_example.py", label="Toy example: the loss of one sentence, by hand", icon=":material/calculate:")

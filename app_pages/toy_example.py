@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz import plots, toy
-from lmviz.classroom import chart_font_px, term
+from lmviz.classroom import chart_font_px, check_yourself, term
 from lmviz.losses import clm_loss, token_cross_entropy
 from lmviz.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
 from lmviz.palettes import TOY_GREEDY_TEXT, TOY_TRUE_LABEL_BACKGROUND
@@ -161,3 +161,4 @@ st.caption("-log p is 0 when the model is certain and right (p = 1) and grows wi
            + (": a p of 0 is off the top of any chart, marked by the arrow." if walk["impossible"] else "."))
 
 show_code(toy.toy_loss, clm_loss, token_cross_entropy)
+check_yourself("toy", toy.check_questions(walk))

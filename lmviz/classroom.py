@@ -16,7 +16,9 @@ import weakref
 
 import streamlit as st
 
+from lmviz import lesson, quiz
 from lmviz.glossary import link
+from lmviz.text import escape_markdown
 
 PRESENT_KEY = "present"
 BODY_PX, CHART_PX = 24, 18  # presentation mode; otherwise Streamlit's 16 px and lmviz's 14 px charts
@@ -26,7 +28,8 @@ NORMAL_CHART_PX = 14
 PRESENTATION_CSS = f"""<style>
 html {{ font-size: 20px; }}
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
-[data-testid="stCaptionContainer"], [data-testid="stWidgetLabel"] p {{ font-size: {BODY_PX}px; }}
+[data-testid="stCaptionContainer"], [data-testid="stWidgetLabel"] p,
+[data-testid="stText"] {{ font-size: {BODY_PX}px; }}
 [data-testid="stMain"] h1 {{ font-size: 2rem; }}
 [data-testid="stMetricLabel"] p {{ font-size: 18px !important; }}
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] p {{ font-size: 1.6rem !important; }}
@@ -156,3 +159,94 @@ def _warming_status() -> None:
                                           f"{warmer.message}")
     else:
         st.caption(f"Model: {warmer.message}.")
+
+
+# --- The lesson path and its check-yourself questions -----------------------------------------
+
+ANSWERED_KEY = "answered"  # session state: the "step/key" of every question answered right or revealed
+
+
+def answered() -> set[str]:
+    """This session's progress, with what a link brought (?answered=) added to it."""
+    progress = st.session_state.setdefault(ANSWERED_KEY, set())
+    progress |= lesson.read_progress(st.query_params.get(lesson.ANSWERED_PARAM))
+    return progress
+
+
+def lesson_header(step: lesson.Step) -> None:
+    """Above the page's title: where it is on the path, and what it teaches."""
+    number = lesson.PATH.index(step) + 1
+    st.caption(f"Lesson {number} of {len(lesson.PATH)}. You will learn {step.learn}.")
+
+
+def lesson_footer(step: lesson.Step) -> None:
+    """At the end of the page: previous / next, carrying the learner's progress in the link."""
+    done = answered()
+    code = lesson.progress_code(done)
+    carried = {lesson.ANSWERED_PARAM: code} if code else None
+    earlier, later = lesson.neighbours(step)
+    st.divider()
+    left, right = st.columns(2)
+    if earlier:
+        left.page_link(earlier.page, label=f"Previous: {earlier.title}", icon=":material/arrow_back:",
+                       query_params=carried)
+    if later:
+        right.page_link(later.page, label=f"Next: {later.title}", icon=":material/arrow_forward:",
+                        query_params=carried)
+    else:
+        right.page_link("app_pages/home.py", label="The end of the path: back to Home", icon=":material/home:",
+                        query_params=carried)
+    st.caption(progress_sentence(done) + " The links above keep your place: bookmark one to come back to it.")
+
+
+def progress_sentence(done: set[str]) -> str:
+    count = len(done & lesson.all_keys())
+    return f"{count} of {lesson.total_questions()} check-yourself questions answered."
+
+
+def check_yourself(step_name: str, questions: list[quiz.Question]) -> None:
+    """The page's questions, each in a form of its own: Check says right, or gives a hint;
+    Show the answer reveals it (for a teacher asking the room, too)."""
+    step = next(step for step in lesson.PATH if step.url_path == step_name)
+    st.subheader("Check yourself")
+    st.caption("Questions made from the numbers on this page as it is now: change the input and they change. "
+               "Numbers are right within 0.01, or 1 % of a larger answer.")
+    for question in questions:
+        _ask(step.key(question.key), question)
+
+
+def _ask(key: str, question: quiz.Question) -> None:
+    # What was last asked of this question ("check" with the answer given, or "reveal") is kept, so
+    # that its verdict stays on screen through other reruns, recomputed from the page's numbers now.
+    last = f"quiz-last-{key}"
+    with st.form(f"quiz-{key}"):
+        st.text(question.ask)
+        if question.choices:
+            given = st.radio("Your answer", question.choices, index=None, key=f"quiz-answer-{key}",
+                             format_func=escape_markdown)
+        else:
+            given = st.text_input("Your answer (a number)", key=f"quiz-answer-{key}")
+        left, right = st.columns(2)
+        if left.form_submit_button("Check"):
+            st.session_state[last] = ("check", given)
+        if right.form_submit_button("Show the answer"):
+            st.session_state[last] = ("reveal", given)
+        action, asked_with = st.session_state.get(last, (None, None))
+        if action == "reveal":
+            answered().add(key)
+            st.info(escape_markdown(f"The answer: {question.shown_answer}. {question.reason}"),
+                    icon=":material/visibility:")
+        elif action == "check" and asked_with == given:
+            _show_verdict(key, quiz.check(question, given))
+
+
+def _show_verdict(key: str, verdict: quiz.Verdict) -> None:
+    """Right, wrong or not an answer: each with its own word and icon, not only its colour."""
+    message = escape_markdown(verdict.message)
+    if verdict.right:
+        answered().add(key)
+        st.success(message, icon=":material/check_circle:")
+    elif verdict.right is None:
+        st.warning(message, icon=":material/edit:")
+    else:
+        st.error(message, icon=":material/close:")

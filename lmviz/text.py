@@ -5,6 +5,7 @@ generator (lmviz.corpus) and the light parts of the app can use it without impor
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 
 
@@ -136,3 +137,12 @@ def pad_right(rows: list[list[int]], value: int) -> tuple[list[list[int]], list[
     width = max(len(row) for row in rows)
     return ([row + [value] * (width - len(row)) for row in rows],
             [[1] * len(row) + [0] * (width - len(row)) for row in rows])
+
+
+# Characters that Markdown, Streamlit's :colour[...] / :emoji: syntax or LaTeX ($...$) would interpret.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>~:&])")
+
+
+def escape_markdown(text: str) -> str:
+    """Text that st.markdown shows literally, whatever the user typed."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 
 from lmviz.losses import clm_loss
+from lmviz.numbers import fmt, fmt_prob
+from lmviz.quiz import Question
 
 VOCAB = ["<s>", "I", "am", "a", "love", "dogs", "not", "cats", "and", "</s>"]
 INPUT_WORDS = ["<s>", "I", "love", "dogs", "not", "cats"]
@@ -114,3 +116,31 @@ def walkthrough(probs: torch.Tensor | None = None) -> dict:
         "uniform_loss": math.log(len(VOCAB)),
         "impossible": impossible_positions(probs),  # p(label) = 0: -log p and the loss are infinite
     }
+
+
+def check_questions(walk: dict) -> list[Question]:
+    """The page's check-yourself questions, from its walkthrough (the table as the learner left it)."""
+    rows = [f"{t}: {word} → {label}" for t, word, label in zip(walk["positions"], walk["inputs"], walk["labels"])]
+    questions = []
+    some = next((t for t, p in enumerate(walk["p_label"]) if p > 0), None)  # -log 0 is not a number to type
+    if some is not None:
+        p, nll = walk["p_label"][some], walk["nll"][some]
+        questions.append(Question(
+            "nll", f"Row {rows[some]}: the true next word has p = {fmt_prob(p)}. What is -log p, the number this "
+                   "position adds to the loss?", nll,
+            reason=f"-log {fmt_prob(p)} = {fmt(nll)}: the natural logarithm, negated.",
+            hint="use the natural logarithm (ln, not log10), then change the sign; Step 3's table has every -log p."))
+    questions.append(Question(
+        "uniform", f"If every row gave each of the {len(VOCAB)} words the same probability, 1/{len(VOCAB)}, what "
+                   "would the loss be?", walk["uniform_loss"],
+        reason=f"Every position would add -log(1/{len(VOCAB)}) = ln {len(VOCAB)}, and the mean of equal numbers is "
+               "that number: the loss of a model that knows nothing.",
+        hint=f"each position adds -log(1/{len(VOCAB)}); the panel at the top shows this loss beside yours."))
+    largest = max(walk["positions"], key=lambda t: walk["nll"][t])  # the first, when several tie
+    questions.append(Question(
+        "largest", "Which row adds the most to the loss? (If several tie, the first of them.)", rows[largest],
+        reason=f"Its true word has the smallest probability, p = {fmt_prob(walk['p_label'][largest])}, so the "
+               f"largest -log p, {fmt(walk['nll'][largest])}.",
+        hint="the smaller the true word's probability, the larger its -log p: compare the ✓ cells of the table.",
+        choices=tuple(rows)))
+    return questions

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import inspect
-import re
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -22,14 +21,7 @@ from lmviz.models import (DEFAULT_MODEL, DTYPES, TINY_BERT, LoadedModel, ModelLo
 from lmviz.palettes import BLACK, MLM_BRANCH_COLOURS, fill_css
 from lmviz.prepare import cached_models
 from lmviz.serving import Batcher
-
-# Characters that Markdown, Streamlit's :colour[...] / :emoji: syntax or LaTeX ($...$) would interpret.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>~:&])")
-
-
-def escape_markdown(text: str) -> str:
-    """Text that st.markdown shows literally, whatever the user typed."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+from lmviz.text import escape_markdown
 
 
 def result_panel():

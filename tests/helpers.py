@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from streamlit.testing.v1 import AppTest
 
 from lmviz import toy
+from lmviz.lesson import PATH
 
 TINY_VOCAB = 50  # the vocabulary of the tiny models conftest.py builds
 
@@ -20,8 +21,8 @@ BAD_INPUTS = [json.loads(line)
               for line in (Path(__file__).parent / "data" / "bad_inputs.jsonl").read_text().splitlines()]
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
-# every page app.py registers, so that a new page cannot escape the tests
-PAGES = re.findall(r'st\.Page\("(app_pages/[^"]+\.py)"', Path(APP).read_text())
+# every page app.py registers (the lesson path's, and the others it names), so that a new page cannot escape the tests
+PAGES = [step.page for step in PATH] + re.findall(r'st\.Page\("(app_pages/[^"]+\.py)"', Path(APP).read_text())
 
 
 def open_page(page: str) -> AppTest:
@@ -54,3 +55,20 @@ def by_hand(edits: dict) -> dict:
     assert loss == reference or loss == pytest.approx(reference, rel=1e-12)
     return {"rows": rows, "p_label": p_label, "nll": nll, "loss": loss,
             "greedy": [row.index(max(row)) for row in rows]}
+
+
+def answer_question(at: AppTest, key: str, given=None, reveal: bool = False) -> AppTest:
+    """Give a check-yourself question ("step/key") an answer (typed text, or a choice) and press Check,
+    or press Show the answer."""
+    if given is not None:
+        boxes = [box for box in at.text_input if box.key == f"quiz-answer-{key}"]
+        (boxes[0] if boxes else at.radio(key=f"quiz-answer-{key}")).set_value(given)
+    button = "Show the answer" if reveal else "Check"
+    return at.button(key=f"FormSubmitter:quiz-{key}-{button}").click().run()
+
+
+def verdicts(at: AppTest) -> dict[str, list[str]]:
+    """What the check-yourself questions said, by kind: right, wrong, not an answer, revealed (unescaped)."""
+    plain = lambda elements: [re.sub(r"\\(.)", r"\1", e.value) for e in elements]  # noqa: E731
+    return {"right": plain(at.success), "wrong": plain(at.error), "not an answer": plain(at.warning),
+            "revealed": [v for v in plain(at.info) if v.startswith("The answer: ")]}

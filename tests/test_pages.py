@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from lmviz.lesson import PATH
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
 from lmviz.ui import escape_markdown
 from tests.helpers import APP, PAGES, open_page
@@ -212,7 +213,7 @@ def test_train_page_refuses_too_little_pasted_text():
 def test_home_page_links_every_other_page():
     at = AppTest.from_file(APP, default_timeout=60).run()
     linked = {link.proto.page for link in at.get("page_link")}
-    registered = set(re.findall(r'url_path="([^"]+)"', Path(APP).read_text()))
+    registered = {step.url_path for step in PATH} | set(re.findall(r'url_path="([^"]+)"', Path(APP).read_text()))
     assert linked == registered
 
 

@@ -1,0 +1,119 @@
+"""The lesson path and the check-yourself questions: answers read and checked as a learner types
+them, progress kept and carried by links, and the Toy example's questions made from its table."""
+
+import math
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from lmviz import lesson, toy
+from lmviz.numbers import fmt
+from lmviz.quiz import Question, check, read_number, tolerance_for
+from tests.helpers import APP, PAGES, answer_question, by_hand, one_sentence, open_page, verdicts
+
+NUMBER = Question("n", "What is -log 0.5?", math.log(2), reason="Because.", hint="Use ln.")
+CHOICE = Question("c", "Which?", "b", reason="Because.", hint="Look.", choices=("a", "b", "c"))
+
+
+@pytest.mark.parametrize("typed, value", [("0.69", 0.69), (" 0,69 ", 0.69), ("−2", -2.0), ("-1.5e-3", -1.5e-3),
+                                          ("1 000", 1000.0), ("1e300", 1e300)])
+def test_numbers_are_read_as_learners_type_them(typed, value):
+    assert read_number(typed) == value
+
+
+@pytest.mark.parametrize("typed", ["", "   ", "abc", "nan", "NaN", "inf", "-infinity", "∞", "1e400", "0.6.9",
+                                   "<b>1</b>", "x" * 10_000])
+def test_what_is_not_a_finite_number_gets_one_sentence(typed):
+    verdict = check(NUMBER, typed)
+    assert verdict.right is None and one_sentence(verdict.message), verdict.message
+    assert len(verdict.message) < 120  # a pasted novel is not repeated back
+
+
+def test_the_tolerance_at_its_edges():
+    answer = NUMBER.answer
+    step = tolerance_for(answer)
+    assert step == 0.01  # 1 % of 0.69 is below the absolute 0.01
+    assert check(NUMBER, repr(answer + step * 0.999)).right
+    assert check(NUMBER, repr(answer - step * 0.999)).right
+    assert check(NUMBER, repr(answer + step * 1.001)).right is False
+    assert check(NUMBER, repr(answer - step * 1.001)).right is False
+    large = Question("p", "Perplexity?", 250.0, reason="R.", hint="H.")
+    assert tolerance_for(250.0) == 2.5  # 1 % of a large answer
+    assert check(large, "252.49").right and check(large, "247.51").right
+    assert check(large, "252.51").right is False
+    assert check(large, "1e300").right is False  # a huge number is just wrong
+
+
+def test_a_choice_is_right_only_when_it_is_the_answer():
+    assert check(CHOICE, "b").right and check(CHOICE, "a").right is False
+    assert check(CHOICE, None).right is None
+    assert "Hint: Look." in check(CHOICE, "c").message and "Because." in check(CHOICE, "b").message
+
+
+def test_a_question_cannot_be_made_without_a_possible_answer():
+    with pytest.raises(ValueError):
+        Question("c", "Which?", "d", reason="", hint="", choices=("a", "b"))
+    with pytest.raises(ValueError):
+        Question("n", "How much?", math.inf, reason="", hint="")
+
+
+def test_the_path_follows_the_app_and_links_carry_only_its_keys():
+    assert [step.page for step in lesson.PATH] == [page for page in PAGES if page in lesson.STEPS]
+    assert lesson.total_questions() == len(lesson.all_keys()) >= 2 * len(lesson.PATH)
+    done = {"train/start", "toy/nll", "toy/bogus", "../../etc/passwd"}
+    assert lesson.read_progress(",".join(done)) == {"train/start", "toy/nll"}
+    assert lesson.progress_code({"train/start", "toy/nll"}) == "toy/nll,train/start"  # in the path's order
+    assert lesson.read_progress(None) == set() and lesson.read_progress("") == set()
+    first, last = lesson.PATH[0], lesson.PATH[-1]
+    assert lesson.neighbours(first) == (None, lesson.PATH[1]) and lesson.neighbours(last) == (lesson.PATH[-2], None)
+    assert lesson.next_to_study({first.key(q) for q in first.questions}) == lesson.PATH[1]
+    assert lesson.next_to_study(lesson.all_keys()) is None
+
+
+@pytest.mark.parametrize("edits", [{}, {1: {"love": 0.05}}, {0: {"I": 0.0}}, {3: {"not": 1.0}, 4: {"cats": 0.999}}])
+def test_toy_questions_follow_the_table(edits):
+    expected = by_hand(edits)
+    table = toy.probability_table()
+    for row, cells in edits.items():
+        for word, value in cells.items():
+            table[row, toy.VOCAB.index(word)] = value
+    questions = {q.key: q for q in toy.check_questions(toy.walkthrough(table / table.sum(-1, keepdim=True)))}
+    some = next(t for t, p in enumerate(expected["p_label"]) if p > 0)
+    assert questions["nll"].answer == pytest.approx(-math.log(expected["p_label"][some]), abs=1e-9)
+    assert "p = " in questions["nll"].ask and f"Row {some}:" in questions["nll"].ask
+    assert questions["uniform"].answer == pytest.approx(math.log(10))
+    largest = max(range(5), key=lambda t: expected["nll"][t])
+    assert questions["largest"].answer == questions["largest"].choices[largest]
+    assert set(questions) == set(lesson.STEPS["app_pages/toy_example.py"].questions)
+
+
+def test_toy_page_checks_hints_and_reveals():
+    at = open_page("app_pages/toy_example.py")
+    question = {q.key: q for q in toy.check_questions(toy.walkthrough())}["nll"]
+    answer_question(at, "toy/nll", "0.5")
+    assert any(message.startswith("Not quite. Hint: ") for message in verdicts(at)["wrong"])
+    answer_question(at, "toy/nll", fmt(question.answer, 2))
+    assert f"Right. {question.reason}" in verdicts(at)["right"]
+    answer_question(at, "toy/uniform", "ten")
+    assert "“ten” is not a number: type digits, for example 0.69." in verdicts(at)["not an answer"]
+    answer_question(at, "toy/largest", reveal=True)
+    assert verdicts(at)["revealed"] == [f"The answer: 1: I → love. {toy.check_questions(toy.walkthrough())[2].reason}"]
+    assert not at.exception
+    footer = [c.value for c in at.caption if "check-yourself questions answered" in c.value]
+    assert footer and footer[0].startswith(f"2 of {lesson.total_questions()} ")  # the right answer and the reveal
+
+
+def test_progress_travels_in_links_and_shows_on_home():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params[lesson.ANSWERED_PARAM] = "toy/nll,toy/uniform,nonsense"
+    at.run()
+    home = " ".join(c.value for c in at.caption)
+    assert f"2 of {lesson.total_questions()} check-yourself questions answered." in home
+    assert "Toy example 2/3" in home
+    links = {link.proto.label: link.proto for link in at.get("page_link")}
+    assert "Continue with Toy example" in links  # its third question is still open
+    at.switch_page("app_pages/your_sentence.py").run()
+    footer = next(c.value for c in at.caption if "check-yourself questions answered" in c.value)
+    assert footer.startswith("2 of ")
+    onward = {link.proto.label: link.proto for link in at.get("page_link")}
+    assert "Next: Next token" in onward and "Previous: Toy example" in onward
