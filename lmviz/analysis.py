@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from lmviz.losses import perplexity
+from lmviz.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
+from lmviz.quiz import Question
 from lmviz.text import encode, pad_right, readable_token, valid_text
 
 MAX_TOKENS = 1024
@@ -293,3 +295,40 @@ def analyse_clm(loaded, text: str, add_bos: bool = False, top_k: int = 5, max_to
     """Score ``text`` with ``loaded`` (a lmviz.models.LoadedModel), cut to
     ``max_tokens`` or the model's own limit, whichever is smaller."""
     return analyse_batch(loaded, [make_request(loaded, text, add_bos, top_k, max_tokens)])[0]
+
+
+CHOICES = 8  # "which label costs the most?" offers at most this many (a long text has hundreds)
+
+
+def label_name(row: TokenRow) -> str:
+    """A scored position as the page names it: position: input token → label."""
+    return f"{row.position}: {row.input_token} → {row.target_token}"
+
+
+def check_questions(result: ClmAnalysis) -> list[Question]:
+    """Your sentence's check-yourself questions, from the analysis on the learner's screen."""
+    rows = result.rows
+    costliest = max(range(len(rows)), key=lambda t: rows[t].nll)  # the first, when several tie
+    # the costliest label among others spread evenly over the text, in the text's order
+    offered = sorted({costliest} | {round(i * (len(rows) - 1) / (CHOICES - 2)) for i in range(CHOICES - 1)}
+                     if len(rows) > CHOICES else range(len(rows)))
+    start = " and the start token makes the first token a label too" if result.bos_added else ""
+    questions = [
+        Question("highest", "Predict before you look: which label will cost the most, the largest -log p?",
+                 label_name(rows[costliest]), choices=tuple(label_name(rows[t]) for t in offered),
+                 reason=f"The model gave it p = {fmt_prob(rows[costliest].prob)}, so -log p = {fmt(rows[costliest].nll)}: "
+                        "the less likely the model found the label, the more it costs.",
+                 hint="the chips above show each label's -log p, the chart ranks them; look for the tallest bar."),
+        Question("count", "Over how many labels is this text's loss the mean?", len(rows), digits=0,
+                 reason=f"{len(result.tokens)} tokens give {len(rows)} labels: every token is predicted from the "
+                        f"ones before it, except the first, which has none{start}.",
+                 hint="count the rows of the table: one per label, the next token at each position."),
+    ]
+    if math.isfinite(result.perplexity):
+        questions.append(Question(
+            "perplexity", f"The loss is {fmt(result.loss)}. What is the perplexity?", result.perplexity,
+            digits=PERPLEXITY_DIGITS,
+            reason=f"Perplexity = e^loss = e^{fmt(result.loss)} = {fmt(result.perplexity, PERPLEXITY_DIGITS)}: the "
+                   "model is as unsure as if it chose uniformly among that many tokens.",
+            hint="perplexity is e (2.71828…) raised to the power of the loss; the panel at the top shows both."))
+    return questions

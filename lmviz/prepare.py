@@ -226,7 +226,7 @@ def _prepare_bundled(progress) -> Prepared:
 
     folder = _dequantised_folder(bundled_gguf())
     if not (folder / "config.json").is_file():
-        progress(f"dequantising the bundled {DEFAULT_MODEL} into lmviz's cache (about 40 s on two CPU cores)…")
+        progress(f"dequantising the bundled {DEFAULT_MODEL} into lmviz's cache (about 30 s on two CPU cores)…")
         prepare_bundled(lambda fraction, message: progress(message))
     if not (folder / "config.json").is_file():
         raise ModelLoadError(f"The bundled {DEFAULT_MODEL} could not be saved in lmviz's cache {cache_root()}; "

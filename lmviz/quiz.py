@@ -33,7 +33,7 @@ class Question:
     reason: str  # why the answer is right: shown when it is found or revealed
     hint: str  # where on the page the answer can be worked out: shown after a wrong answer
     choices: tuple[str, ...] = ()
-    digits: int = 5  # how the answer is written when revealed (lmviz.numbers.fmt)
+    digits: int = 5  # how the answer is written when revealed (lmviz.numbers.fmt); 0: a count, checked exactly
 
     def __post_init__(self):
         if self.choices and self.answer not in self.choices:
@@ -43,7 +43,7 @@ class Question:
 
     @property
     def tolerance(self) -> float:
-        return 0.0 if self.choices else tolerance_for(self.answer)
+        return 0.0 if self.choices or self.digits == 0 else tolerance_for(self.answer)
 
     @property
     def shown_answer(self) -> str:

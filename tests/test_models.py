@@ -151,7 +151,7 @@ def test_a_class_starting_at_once_dequantises_the_bundled_model_once(tmp_path, m
 
     calls = []
 
-    def slow_dequantisation(gguf, progress):  # stands in for the real 40 s, with lmviz's tiny GPT
+    def slow_dequantisation(gguf, progress):  # stands in for the real 30 s, with lmviz's tiny GPT
         calls.append(gguf)
         time.sleep(0.5)
         return from_pretrained(str(SHIPPED[TINY_GPT]), local_files_only=True)

@@ -4,6 +4,8 @@ them, progress kept and carried by links, and the Toy example's questions made f
 import math
 
 import pytest
+import torch
+import torch.nn.functional as F
 from streamlit.testing.v1 import AppTest
 
 from lmviz import lesson, toy
@@ -117,3 +119,29 @@ def test_progress_travels_in_links_and_shows_on_home():
     assert footer.startswith("2 of ")
     onward = {link.proto.label: link.proto for link in at.get("page_link")}
     assert "Next: Next token" in onward and "Previous: Toy example" in onward
+
+
+def test_a_count_is_checked_exactly():
+    count = Question("k", "How many?", 300, reason="R.", hint="H.", digits=0)
+    assert check(count, "300").right and check(count, "299").right is False and check(count, "300.4").right is False
+    assert count.shown_answer == "300"
+
+
+@pytest.mark.parametrize("text, add_bos", [("The capital of France is Paris.", False),
+                                           ("One two three four five six seven eight nine ten eleven.", True)])
+def test_your_sentence_questions_follow_the_text(tiny_loaded, text, add_bos):
+    from lmviz.analysis import analyse_clm, check_questions
+
+    result = analyse_clm(tiny_loaded, text, add_bos=add_bos)
+    ids = tiny_loaded.tokenizer(text)["input_ids"]
+    ids = ([tiny_loaded.tokenizer.bos_token_id] if add_bos else []) + ids
+    with torch.no_grad():
+        logits = tiny_loaded.model(torch.tensor([ids])).logits[0, :-1]
+    nll = F.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none")  # the reference: -log p per label
+    questions = {q.key: q for q in check_questions(result)}
+    assert set(questions) == set(lesson.STEPS["app_pages/your_sentence.py"].questions)
+    costliest = int(nll.argmax())
+    assert questions["highest"].answer.startswith(f"{costliest}: ")
+    assert len(questions["highest"].choices) <= 8 and questions["highest"].answer in questions["highest"].choices
+    assert questions["count"].answer == len(ids) - 1
+    assert questions["perplexity"].answer == pytest.approx(math.exp(nll.mean().item()), rel=1e-5)
