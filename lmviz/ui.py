@@ -266,6 +266,9 @@ def _model_settings(asked: str) -> tuple[str, str, str, str | None]:
             cached = _cached_here("causal")
             if cached:
                 st.caption(escape_markdown(f"On this machine, so offline too: {', '.join(cached)}."))
+        if allowed:  # a public deployment keeps its own dtype: another would load a second copy of each model
+            st.caption(f"Weights: {default_dtype()}, as this deployment is set up.")
+            return name, "auto", default_dtype(), None
         left, right = st.columns(2)
         device = left.selectbox("Device", ["auto", *available_devices()],
                                 help="auto: the GPU when there is one, else the CPU")

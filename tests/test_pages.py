@@ -348,6 +348,9 @@ def test_a_link_cannot_load_a_model_outside_the_allowed_list(monkeypatch):
     assert at.selectbox(key="model_name").value == "SmolLM2-135M-Instruct"
     assert any("does not offer" in i.value for i in at.info)
     assert at.metric
+    # nor choose another dtype: a second copy of the model in float32 would double its memory
+    assert not [box for box in at.selectbox if box.label == "Weights dtype"]
+    assert any("Weights: float32, as this deployment is set up." in c.value for c in at.caption)
 
 
 def test_a_bert_trained_on_the_train_page_can_be_used_on_the_masked_lm_page():
