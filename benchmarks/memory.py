@@ -1,0 +1,233 @@
+"""Resident memory of one lmviz server once every page has been opened: what a host must provide.
+
+    python -m benchmarks.memory [--quick] [--tiny-bert]
+
+For each setting (float32, the default, and LMVIZ_LOW_MEMORY=1) a fresh server (scripts/serve, as the
+browser tests and the Docker image start it) is opened in a real chromium, page after page in app.py's
+order, each until its script run has finished; the server's resident memory (VmRSS, and its peak VmHWM,
+from /proc, summed over the server and any child processes) is read after it starts and after each page.
+Each page uses its default model: the bundled SmolLM2-135M for the causal-LM pages and the BERT the
+BERT pages pick. Offline, that would be lmviz's tiny BERT; a host that ran `python -m lmviz prepare` has
+bert-base-uncased in its Hugging Face cache, and the pages pick it. bert-base-uncased cannot be downloaded
+here, so this script builds a BertForPreTraining of its size from its config (random weights, a
+generated 30 522-entry vocabulary) and puts it in a temporary hub cache under that name, where `prepare`
+would have put the real one (--tiny-bert skips this). --quick (for CI) opens three pages in one setting
+with the tiny BERT: it proves the script works; its figures are not the app's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from lmviz.bundled import prepare_bundled
+from lmviz.models import BERT_HUB_ID, TINY_BERT
+from scripts.live_server import CHROMIUM_FLAGS, ROOT, SETTLED, running_server
+
+QUICK_PAGES = ("", "sentence", "masked-lm")  # url paths: the home page, a causal-LM page, a BERT page
+SETTINGS = [("float32", {"LMVIZ_LOW_MEMORY": "0"}), ("LMVIZ_LOW_MEMORY=1", {"LMVIZ_LOW_MEMORY": "1"})]
+TARGET_MB = 2500  # issue 17: the whole app under 2.5 GB with LMVIZ_LOW_MEMORY=1
+MODEL_CAPTION = "[data-testid='stMain'] [data-testid='stCaptionContainer']"
+
+
+@contextlib.contextmanager
+def environment_set(variables: dict[str, str]):
+    """These environment variables set while the block runs (a server started in it inherits them)."""
+    saved = {key: os.environ.get(key) for key in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key)
+            else:
+                os.environ[key] = value
+
+
+# --- the server's memory ---------------------------------------------------------------------------------
+
+
+def process_tree(pid: int) -> list[int]:
+    """The process and all its descendants (scripts/serve execs streamlit, so usually the process alone)."""
+    pids, index = [pid], 0
+    while index < len(pids):
+        for children in Path(f"/proc/{pids[index]}/task").glob("*/children"):
+            pids += [int(child) for child in children.read_text().split()]
+        index += 1
+    return pids
+
+
+def resident_mb(pid: int) -> tuple[float, float, float]:
+    """(VmRSS, VmHWM, RssAnon) in MB (10**6 bytes) summed over the process tree; the kernel counts them in kB.
+    RssAnon is VmRSS less the pages of mapped files (safetensors weights are read through a memory map): the part
+    that cannot be dropped and read again from disk when memory runs short."""
+    totals = {"VmRSS": 0, "VmHWM": 0, "RssAnon": 0}
+    for member in process_tree(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue  # a child that ended between the listing and the read
+        for key in totals:
+            totals[key] += int(re.search(rf"^{key}:\s+(\d+) kB", status, re.M).group(1))
+    return tuple(totals[key] * 1024 / 1e6 for key in totals)
+
+
+# --- a bert-base-uncased-sized BERT, where `python -m lmviz prepare` would put the real one -------------------
+
+
+def bert_base_sized_cache() -> Path:
+    """A temporary Hugging Face hub cache holding, as bert-base-uncased, a BertForPreTraining built from
+    transformers' BertConfig() (whose defaults are bert-base-uncased's sizes) with random weights and
+    lmviz's tiny BERT's tokenizer, its vocabulary filled up with generated entries to 30 522."""
+    import transformers
+
+    from lmviz.models import SHIPPED
+
+    cache = Path(tempfile.mkdtemp(prefix="lmviz-memory-hub-"))
+    repo = cache / f"models--{BERT_HUB_ID}"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    config = transformers.BertConfig()
+    transformers.BertForPreTraining(config).save_pretrained(snapshot)
+    tokenizer = json.loads((SHIPPED[TINY_BERT] / "tokenizer.json").read_text())
+    vocab = tokenizer["model"]["vocab"]
+    vocab.update({f"[unused{i}]": i for i in range(len(vocab), config.vocab_size)})
+    (snapshot / "tokenizer.json").write_text(json.dumps(tokenizer))
+    tokenizer_config = json.loads((SHIPPED[TINY_BERT] / "tokenizer_config.json").read_text())
+    tokenizer_config["model_max_length"] = config.max_position_embeddings
+    (snapshot / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    return cache
+
+
+def check_prepared(cache: Path) -> str:
+    """The row `python -m lmviz prepare bert-base-uncased --only` prints for that cache (it loads the model
+    from local files only, as the app will): proof that the pages will find and load it."""
+    from lmviz.prepare import prepare_one
+
+    with environment_set({"HF_HUB_CACHE": str(cache)}):
+        prepared = prepare_one(BERT_HUB_ID, online=lambda: False)
+    return f"{prepared.name}: {prepared.kind}, {prepared.size_mb:.0f} MB in {prepared.where}"
+
+
+# --- one server, every page -----------------------------------------------------------------------------------
+
+
+def server_pid() -> int:
+    """The streamlit server's process id: the child of this process that runs streamlit (scripts/serve execs it;
+    the others are Playwright's driver and chromium)."""
+    for child in process_tree(os.getpid())[1:]:
+        try:
+            if b"streamlit" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return child
+        except OSError:
+            continue  # ended since the listing
+    raise RuntimeError("no streamlit process was found among this process's children")
+
+
+def app_pages(tab, url: str) -> list[tuple[str, str]]:
+    """(title, url path) of every page in the app's own navigation, in its order (read from the running app,
+    so a page added to app.py is measured too); the home page's path is ""."""
+    tab.goto(url)
+    tab.wait_for_selector("[data-testid='stSidebarNav'] a", timeout=300_000)
+    more = tab.locator("[data-testid='stSidebarNavViewButton']")
+    if more.count() and "more" in more.inner_text().lower():  # Streamlit folds a long list of pages
+        more.click()
+    links = tab.locator("[data-testid='stSidebarNav'] a")
+    # a link's text is its icon's name, then a new line, then the page's title
+    return [(link.inner_text().strip().splitlines()[-1], link.get_attribute("href").removeprefix(url).strip("/"))
+            for link in links.all()]
+
+
+def open_page(tab, url: str, title: str, path: str) -> str:
+    """Open one page and wait until its script run has finished; the model it says it uses, if any."""
+    tab.goto(f"{url}/{path}")
+    tab.wait_for_selector("[data-testid='stMain'] h1", timeout=300_000)
+    tab.wait_for_function(SETTLED, timeout=300_000)
+    if tab.locator("[data-testid='stException']").count():
+        raise RuntimeError(f"the page {title} showed a traceback")
+    if path == "":  # the home page. The warm start loads the bundled model from the first visit: let it finish here
+        tab.wait_for_selector("[data-testid='stSidebar'] :text-matches('^Model: ')", timeout=300_000)
+    captions = [text for text in tab.locator(MODEL_CAPTION).all_inner_texts() if text.startswith("Model: ")]
+    return captions[0].removeprefix("Model: ").split(",")[0] if captions else ""
+
+
+def measure(chromium: str, environment: dict[str, str], quick: bool) -> list[tuple]:
+    """[(stage, model named on the page, VmRSS MB, VmHWM MB, RssAnon MB)] for one fresh server: after its start, then
+    after each page (only QUICK_PAGES when quick)."""
+    from playwright.sync_api import sync_playwright
+
+    with environment_set(environment), running_server(ROOT / "artifacts" / "memory-benchmark.log") as url:
+        pid = server_pid()  # before Playwright starts its own children
+        with sync_playwright() as p:
+            rows = [("server started", "", *resident_mb(pid))]
+            browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+            tab = browser.new_page(viewport={"width": 1280, "height": 720})
+            pages = app_pages(tab, url)
+            for title, path in [page for page in pages if page[1] in QUICK_PAGES] if quick else pages:
+                model = open_page(tab, url, title, path)
+                rows.append((title, model, *resident_mb(pid)))
+            browser.close()
+            return rows
+
+
+# --- the table ------------------------------------------------------------------------------------------------
+
+
+def mb(value: float) -> str:
+    return f"{value:,.0f} MB".replace(",", " ")
+
+
+def print_table(results: dict[str, list[tuple]]) -> None:
+    names = list(results)
+    first = results[names[0]]
+    print(f"| after | model the page names | {' | '.join(names)} |")
+    print("|---|---|" + "---:|" * len(names))
+    for index, (stage, model, *_memory) in enumerate(first):
+        cells = " | ".join(mb(results[name][index][2]) for name in names)
+        print(f"| {stage} | {model or '—'} | {cells} |")
+    peaks = " | ".join(f"**{mb(max(row[3] for row in results[name]))}**" for name in names)
+    print(f"| **peak (VmHWM)** | | {peaks} |")
+    anonymous = " | ".join(mb(results[name][-1][4]) for name in names)
+    print(f"| of the last row, not file-backed (RssAnon) | | {anonymous} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="three pages, LMVIZ_LOW_MEMORY=1 only, tiny BERT (CI)")
+    parser.add_argument("--tiny-bert", action="store_true", help="the BERT pages use lmviz's tiny BERT")
+    args = parser.parse_args()
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        print("chromium is not installed (apt-get install chromium): nothing measured.")
+        return
+    prepare_bundled()  # the dequantised weights are on disk, as on any start but a machine's first
+    settings = SETTINGS[1:] if args.quick else SETTINGS
+    hub = None if args.quick or args.tiny_bert else bert_base_sized_cache()
+    # a host's defaults: the warm start on (whatever this shell or a test's conftest set), and no other hub cache
+    environment = {"HF_HUB_CACHE": str(hub or Path(tempfile.mkdtemp(prefix="lmviz-memory-empty-hub-"))),
+                   "LMVIZ_WARM_START": "1"}
+    if hub is not None:
+        print(f"A bert-base-uncased-sized BERT, as `python -m lmviz prepare` reports it: {check_prepared(hub)}\n")
+    print(f"Resident memory of one server (scripts/serve), every page opened once in chromium, in app.py's order; "
+          f"this machine: {os.cpu_count()} CPUs, no GPU used.\n")
+    start = time.perf_counter()
+    results = {name: measure(chromium, {**environment, **setting}, args.quick) for name, setting in settings}
+    print_table(results)
+    low = max(row[3] for row in results["LMVIZ_LOW_MEMORY=1"])
+    print(f"\nLMVIZ_LOW_MEMORY=1 peak {mb(low)}: {'within' if low <= TARGET_MB else 'OVER'} the {mb(TARGET_MB)} "
+          f"target (issue 17). {time.perf_counter() - start:.0f} s.")
+    shutil.rmtree(environment["HF_HUB_CACHE"], ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
