@@ -1,8 +1,8 @@
 import pandas as pd
 import streamlit as st
 
-from lmviz.bert_analysis import analyse_bert_loss, unknown_words
-from lmviz.classroom import term
+from lmviz.bert_analysis import analyse_bert_loss, check_questions_bert_loss, unknown_words
+from lmviz.classroom import check_yourself, term
 from lmviz.corpus import generate_corpus
 from lmviz.losses import bert_loss
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
@@ -73,3 +73,4 @@ st.caption(f"p(B follows A) on the masked pair: {fmt_prob(result.p_is_next)} ({t
            "Hugging Face's convention, 0 = B follows A).")
 
 show_code(bert_loss)
+check_yourself("bert-loss", check_questions_bert_loss(result))

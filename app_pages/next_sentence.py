@@ -5,10 +5,10 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from lmviz.bert_analysis import analyse_nsp, unknown_words
-from lmviz.classroom import term
+from lmviz.bert_analysis import analyse_nsp, check_questions_nsp, nsp_label_words, unknown_words
+from lmviz.classroom import check_yourself, term
 from lmviz.corpus import generate_corpus
-from lmviz.losses import nsp_loss, flip_nsp_labels
+from lmviz.losses import flip_nsp_labels, nsp_loss
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_prob
 from lmviz.palettes import BLACK, LIGHT_GREY, WHITE
 from lmviz.text import NothingToScore
@@ -64,7 +64,7 @@ with panel:
     loss, p_next, label = st.columns(3)
     loss.metric("Next-sentence loss", fmt(result.loss_two_logits))
     p_next.metric("p(B follows A)", fmt_prob(result.probs[0]))
-    label.metric("Label (next_sentence_label)", f"{result.label}: B {'follows' if result.label == 0 else 'does not follow'} A")
+    label.metric("Label (next_sentence_label)", f"{result.label}: {nsp_label_words(result.label)}")
 
 st.subheader("1. One input, two segments")
 st.html(chip_row([stacked_chip(html.escape(token), f"segment {segment}", SEGMENT_FILLS[segment],
@@ -80,7 +80,7 @@ st.dataframe(pd.DataFrame({
     "logit": [fmt(v) for v in result.logits],
     "softmax": [fmt_prob(v) for v in result.probs],
 }), hide_index=True)
-st.markdown(f"The {term('label', 'label')} is **{result.label}** (B {'follows' if result.label == 0 else 'does not follow'} A), so "
+st.markdown(f"The {term('label', 'label')} is **{result.label}** ({nsp_label_words(result.label)}), so "
             f"loss = -log p(class {result.label}) = -log {fmt_prob(result.probs[result.label])} = "
             f"**{fmt(result.loss_two_logits)}**")
 st.dataframe(pd.DataFrame({
@@ -97,7 +97,8 @@ st.markdown(
     "sigmoid (binary cross-entropy) is the same classifier."
 )
 st.info("Label convention: this page follows Hugging Face's BertForPreTraining, where **0 means B follows A**. "
-        "language_modeling_losses.py, the module lmviz grew from, used the opposite, 1 = B follows A; lmviz converts with "
-        "`flip_nsp_labels` (label → 1 - label). Mixing the two up trains the head backwards.")
+        "language_modeling_losses.py, the module lmviz grew from, used the opposite, 1 = B follows A; lmviz "
+        "converts with `flip_nsp_labels` (label → 1 - label). Mixing the two up trains the head backwards.")
 
 show_code(nsp_loss, flip_nsp_labels)
+check_yourself("nsp", check_questions_nsp(result))

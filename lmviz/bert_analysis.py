@@ -14,9 +14,11 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from lmviz.loading import model_build_lock
 from lmviz.losses import IGNORE_INDEX, IS_NEXT_HF, bert_loss, mlm_loss, nsp_loss
 from lmviz.masking import Branch, MlmMask, create_mlm_mask, replacement_pool
-from lmviz.loading import model_build_lock
+from lmviz.numbers import fmt, fmt_prob
+from lmviz.quiz import Question
 from lmviz.text import NothingToScore, readable_token, valid_text
 
 MAX_PAIR_TOKENS = 128  # long enough for two sentences, short enough to stay quick on a CPU
@@ -331,3 +333,86 @@ def analyse_bert_loss(loaded, sentence_a: str, sentence_b: str, b_follows_a: boo
         loaded.name, _mlm_rows(loaded.tokenizer, ids, mask, info["mlm_info"], out.prediction_logits, 1),
         enc["token_type_ids"][0].tolist(), int(label), float(info["nsp_info"]["p_is_next"][0]),
         info["mlm_info"]["loss"], info["nsp_info"]["loss"], mlm_weight, nsp_weight, total.item(), out.loss.item())
+
+
+def _position_name(row: MlmRow) -> str:
+    """A position as the Masked LM page lists it: position: token."""
+    return f"{row.position}: {row.token}"
+
+
+def check_questions_mlm(result: MlmAnalysis) -> list[Question]:
+    """Masked LM's check-yourself questions, from the analysis on the learner's screen."""
+    selected = [r for r in result.rows if r.label != IGNORE_INDEX]
+    n = len(selected)
+    questions = [Question(
+        "count", f"Of the {result.num_eligible} tokens that could be selected, how many positions count in this "
+                 "loss?", n, digits=0,
+        reason=f"Only the {n} selected positions have a label (not -100); the loss is the mean of their -log p, "
+               f"and the other {result.num_eligible - n} tokens and the special tokens count nothing.",
+        hint="count the positions whose label is not -100 in the table of section 2, Labels and predictions.")]
+    kept = [r for r in selected if r.branch == Branch.KEPT]
+    # one kept position among the selected ones that are not kept, so that exactly one choice is right
+    offered = [r for r in selected if r.branch != Branch.KEPT or r is kept[0]] if kept else []
+    if len(offered) > 1:  # no kept position, or nothing else selected: no question to ask
+        questions.append(Question(
+            "kept", "Which of these selected positions is kept as it was, so that the model reads the right token "
+                    "there, and why does it still count?", _position_name(kept[0]),
+            choices=tuple(_position_name(r) for r in offered),
+            reason=f"The model reads “{kept[0].token}” at position {kept[0].position}, yet its label is the "
+                   f"token's id, {kept[0].label}, not -100, so it must still predict it: any token it reads may "
+                   "be scored, so it learns to model every token, not only [MASK], which it never sees after "
+                   "pre-training.",
+            hint="look for the branch 'kept' in the table of section 2, Labels and predictions (✓ in section 1): "
+                 "the model reads the original token, and the label is not -100."))
+    return questions
+
+
+def nsp_label_words(label: int) -> str:
+    """A next-sentence label in words, Hugging Face's convention (0 = B follows A), as the pages say it."""
+    return "B follows A" if label == IS_NEXT_HF else "B does not follow A"
+
+
+def check_questions_nsp(result: NspAnalysis) -> list[Question]:
+    """Next sentence's check-yourself questions, from the pair's two logits and its label."""
+    a, b = result.logits
+    p_next = result.probs[IS_NEXT_HF]
+    p_label = result.probs[result.label]
+    return [
+        Question(
+            "probability", f"The head's two logits are a = {fmt(a)} (B follows A) and b = {fmt(b)} (B does not). "
+                           "What is p(B follows A)?", p_next, digits=6,
+            reason=f"The softmax of the two logits: e^a / (e^a + e^b) = 1 / (1 + e^(b - a)) = {fmt_prob(p_next)}. "
+                   "Only the difference of the two scores matters.",
+            hint="take the softmax of the two logits, e^a / (e^a + e^b); the table of section 2, Two scores, "
+                 "their softmax, and the loss, shows it beside each logit."),
+        Question(
+            "loss", f"p(B follows A) is {fmt_prob(p_next)} and the label is {result.label}: "
+                    f"{nsp_label_words(result.label)}. What is the next-sentence loss?", result.loss_two_logits,
+            reason=f"The loss is -log of the probability of the labelled class, {nsp_label_words(result.label)}: "
+                   f"-log {fmt_prob(p_label)} = {fmt(result.loss_two_logits)}.",
+            hint="take -log of the probability of the class the label names (for label 1, that is 1 - p); "
+                 "the line under the table of section 2 works it out."),
+    ]
+
+
+def check_questions_bert_loss(result: BertLossAnalysis) -> list[Question]:
+    """BERT pre-training loss's check-yourself questions, from the two losses and their weights."""
+    mlm_part, nsp_part = result.mlm_weight * result.mlm_loss, result.nsp_weight * result.nsp_loss
+    sum_line = (f"{result.mlm_weight:g} × {fmt(result.mlm_loss)} + {result.nsp_weight:g} × {fmt(result.nsp_loss)} "
+                f"= {fmt(mlm_part)} + {fmt(nsp_part)}")
+    parts = ("masked LM", "next sentence", "both the same")
+    larger = parts[0] if mlm_part > nsp_part else parts[1] if nsp_part > mlm_part else parts[2]
+    return [
+        Question(
+            "total", f"The masked-LM loss is {fmt(result.mlm_loss)}, weighted {result.mlm_weight:g}, and the "
+                     f"next-sentence loss is {fmt(result.nsp_loss)}, weighted {result.nsp_weight:g}. What is BERT's "
+                     "pre-training loss?", result.total,
+            reason=f"It is the weighted sum of the two parts: {sum_line} = {fmt(result.total)}.",
+            hint="multiply each loss by its weight (the MLM weight and NSP weight sliders) and add the two; the "
+                 "line 'total = ...' under the masked pair works it out."),
+        Question(
+            "larger", "Which part adds more to this pre-training loss?", larger, choices=parts,
+            reason=f"The parts add {sum_line}: each loss counts times its weight.",
+            hint="compare each loss times its weight, not the bare losses; the line 'total = ...' under the masked "
+                 "pair writes each with its weight."),
+    ]
