@@ -3,9 +3,9 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from lmviz.batches import (MAX_BATCH_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
-                           labels_for, pad_batch, position_ids_for, reorderings)
-from lmviz.classroom import term
+from lmviz.batches import (MAX_BATCH_SENTENCES, batch_losses, check_questions, count_items, encode_sentences,
+                           gradient_accumulation, labels_for, pad_batch, position_ids_for, reorderings)
+from lmviz.classroom import check_yourself, term
 from lmviz.losses import IGNORE_INDEX, perplexity
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap
 from lmviz.text import NothingToScore, boundary_token_note, end_token_id, readable_token
@@ -198,3 +198,4 @@ else:
                 "Build the labels from the attention mask, or pad with a token that never ends a text.")
 
 show_code(pad_batch, labels_for, position_ids_for, count_items, batch_losses, gradient_accumulation, encode_sentences)
+check_yourself("batches", check_questions(*results["right"][1:]))  # its mask, labels and losses

@@ -1,6 +1,6 @@
 import streamlit as st
 
-from lmviz.classroom import answered, progress_sentence, term
+from lmviz.classroom import answered, progress_sentence, term, terms_linked
 from lmviz.lesson import ANSWERED_PARAM, PATH, next_to_study, progress_code
 
 st.title("How is a language model's training loss computed?")
@@ -20,8 +20,8 @@ st.subheader("Your path")
 done = answered()
 st.markdown("The pages below form one lesson, in this order. Each says what it teaches, ends with questions "
             "made from its own numbers (to check yourself, or for a teacher to ask the room), and links to the next.")
-st.caption(progress_sentence(done) + " " + " · ".join(
-    f"{step.title} {sum(step.key(q) in done for q in step.questions)}/{len(step.questions)}" for step in PATH))
+st.caption(terms_linked(progress_sentence(done) + " " + " · ".join(
+    f"{step.title} {sum(step.key(q) in done for q in step.questions)}/{len(step.questions)}" for step in PATH)))
 following = next_to_study(done)
 if following:
     code = progress_code(done)

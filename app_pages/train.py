@@ -1,12 +1,12 @@
 import streamlit as st
 
 from lmviz import plots
-from lmviz.classroom import term
+from lmviz.classroom import check_yourself, term
 from lmviz.corpus import MAX_USER_TEXT_BYTES, corpus_from_text, generate_corpus
 from lmviz.numbers import fmt
-from lmviz.training import (OBJECTIVES, PART_UNITS, PRESETS, VALIDATION_ENTROPY, Trainer, compute_loss,
-                             loss_parts, make_batch)
-from lmviz.ui import forget_trained_models, keep_trained_model, result_panel, show_chart, show_code
+from lmviz.training import (OBJECTIVES, PART_UNITS, PRESETS, VALIDATION_ENTROPY, Trainer, check_questions, compute_loss,
+                            corpus_tokenizer, loss_parts, make_batch)
+from lmviz.ui import escape_markdown, forget_trained_models, keep_trained_model, result_panel, show_chart, show_code
 
 REDRAW_EVERY = 5  # steps between chart updates: drawing costs more than a tiny model's step
 
@@ -14,6 +14,19 @@ REDRAW_EVERY = 5  # steps between chart updates: drawing costs more than a tiny 
 @st.cache_data(show_spinner=False, max_entries=1)
 def stories_example(seed: int) -> list[str]:
     return [s.text for s in generate_corpus(num_train=3, num_validation=0, seed=seed).train]
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def vocabulary_size(user_text: str | None) -> int:
+    """V of the tokenizer that pressing Train builds for this text; ValueError where it cannot train on it."""
+    return len(corpus_tokenizer(corpus_from_text(user_text) if user_text is not None else None))
+
+
+def questions_now(trainer: Trainer | None, objective: str, user_text: str | None) -> list:
+    """On the model the page shows; before it has trained, on the tokenizer Train would build."""
+    if trainer is not None and trainer.history:
+        return check_questions(trainer.objective, len(trainer.tokenizer), trainer.history)
+    return check_questions(objective, vocabulary_size(user_text))
 
 
 def read_user_text() -> str | None:
@@ -58,7 +71,9 @@ st.title("Train: watch a model learn")
 st.markdown(
     f"A model starts knowing nothing: its {term('token', 'token')} loss, in {term('nats', 'nats')}, is about ln V, "
     "the loss of a uniform guess over its V "
-    "tokens (and its next-sentence loss about ln 2, a uniform guess between two answers). Each training step "
+    "tokens (and its next-sentence loss about ln 2, a uniform guess between two answers). Its "
+    f"{term('perplexity', 'perplexity')}, e^loss, is the number of equally likely tokens that would leave it as "
+    "unsure. Each training step "
     "shows it a batch of text, computes the loss with lmviz's own loss functions, and nudges the weights downhill."
 )
 with st.expander("What the model learns from: lmviz's generated stories"):
@@ -114,8 +129,14 @@ if start:
         except ValueError as problem:
             st.error(str(problem))
             st.stop()
-        with st.spinner("Building the tokenizer and a fresh model…"):
-            trainer = Trainer(objective, preset, corpus=corpus, device="auto")
+        try:
+            with st.spinner("Building the tokenizer and a fresh model…"):
+                trainer = Trainer(objective, preset, corpus=corpus, device="auto")
+        except ValueError as problem:  # e.g. next-sentence pairs need other stories to draw "not next" ones from
+            advice = (" Next-sentence prediction draws its not-next sentences from other stories: paste more stories, "
+                      "separated by blank lines, or train the masked LM alone.") if "nsp" in objective else ""
+            st.error(escape_markdown(f"{problem}{advice}"))
+            st.stop()
         st.session_state.update(trainer=trainer, trainer_settings=settings)
     target = trainer.step + int(steps)
     # Clicking Stop (or any widget) reruns this script, which ends the loop; the
@@ -156,3 +177,9 @@ else:
     st.info("Press Train. The smallest model shows a clear fall within a minute on a laptop.")
 
 show_code(Trainer.train_step, compute_loss, loss_parts, make_batch)
+try:
+    questions = questions_now(trainer, objective, user_text)
+except ValueError as problem:  # the text cannot be trained on: Train says so too, when pressed
+    st.caption(escape_markdown(f"Check yourself: its questions need a text the model can train on. {problem}"))
+else:
+    check_yourself("train", questions)

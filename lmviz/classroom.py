@@ -17,7 +17,7 @@ import weakref
 import streamlit as st
 
 from lmviz import lesson, quiz
-from lmviz.glossary import link
+from lmviz.glossary import link, link_first_uses
 from lmviz.text import escape_markdown
 
 PRESENT_KEY = "present"
@@ -69,9 +69,18 @@ def presenting() -> bool:
     return bool(st.session_state.get(PRESENT_KEY))
 
 
+def _glossary_query() -> str:
+    return f"?{PRESENT_KEY}=1" if presenting() else ""  # the glossary opens in presentation mode when the page is
+
+
 def term(word: str, name: str) -> str:
-    """``word`` linked to the glossary entry ``name``; the glossary opens in presentation mode when the page is."""
-    return link(word, name, f"?{PRESENT_KEY}=1" if presenting() else "")
+    """``word`` linked to the glossary entry ``name``."""
+    return link(word, name, _glossary_query())
+
+
+def terms_linked(text: str) -> str:
+    """Plain ``text`` with the first use of each glossary term linked to it."""
+    return link_first_uses(text, _glossary_query())
 
 
 def chart_font_px() -> int:
@@ -176,7 +185,7 @@ def answered() -> set[str]:
 def lesson_header(step: lesson.Step) -> None:
     """Above the page's title: where it is on the path, and what it teaches."""
     number = lesson.PATH.index(step) + 1
-    st.caption(f"Lesson {number} of {len(lesson.PATH)}. You will learn {step.learn}.")
+    st.caption(terms_linked(f"Lesson {number} of {len(lesson.PATH)}. You will learn {step.learn}."))
 
 
 def lesson_footer(step: lesson.Step) -> None:

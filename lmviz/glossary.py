@@ -69,3 +69,25 @@ def link(word: str, term: str, query: str = "") -> str:
         raise KeyError(f"{term!r} is not in the glossary.")
     shown = word.replace("[", "\\[").replace("]", "\\]")
     return f"[{shown}](glossary{query}#{anchor(term)})"
+
+
+def uses(word: str) -> str:
+    """A regular expression for ``word`` as a whole word ("label", not in "labelled"), any case if written in
+    lower case."""
+    return rf"(?{'i' if word.islower() else ''}:(?<![\w\\-]){re.escape(word)}(?![\w-]))"
+
+
+def link_first_uses(text: str, query: str = "") -> str:
+    """Plain ``text`` with each term's first use linked (see ``link``): for lines written once for every page,
+    such as the lesson path's, that come before the page's own words."""
+    firsts = []
+    for term, (words, _) in TERMS.items():
+        found = [match for word in words for match in re.finditer(uses(word), text)]
+        if found:
+            firsts.append((min(found, key=lambda match: match.start()), term))
+    pieces, done = [], 0
+    for match, term in sorted(firsts, key=lambda first: (first[0].start(), -first[0].end())):
+        if match.start() >= done:  # not inside a longer term linked just before
+            pieces += [text[done:match.start()], link(match.group(), term, query)]
+            done = match.end()
+    return "".join(pieces) + text[done:]

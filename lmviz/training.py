@@ -23,7 +23,8 @@ from lmviz.loading import model_build_lock
 from lmviz.losses import bert_loss, clm_loss, mlm_loss
 from lmviz.masking import create_mlm_mask, create_nsp_pairs
 from lmviz.models import LoadedModel, pick_device
-from lmviz.numbers import fmt_prob
+from lmviz.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
+from lmviz.quiz import Question
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 OBJECTIVES = {"clm": "Causal LM (GPT)", "mlm": "Masked LM (BERT)", "mlm+nsp": "Masked LM + next sentence (BERT)"}
@@ -67,6 +68,11 @@ def train_tokenizer(texts: list[str], vocab_size: int = TOKENIZER_VOCAB_SIZE):
         mask_token="[MASK]", bos_token="[CLS]", eos_token="[SEP]", model_max_length=MAX_POSITIONS,
         model_input_names=["input_ids", "token_type_ids", "attention_mask"],  # segment ids for sentence pairs
     )
+
+
+def corpus_tokenizer(corpus: Corpus | None = None, seed: int = 0):
+    """The tokenizer a Trainer learns from ``corpus`` (lmviz's generated stories when None)."""
+    return train_tokenizer([s.text for s in (corpus or generate_corpus(seed=seed)).train])
 
 
 def build_model(objective: str, preset: str, tokenizer):
@@ -135,7 +141,8 @@ def make_batch(objective: str, stories: list[Story], tokenizer, seed: int) -> Ba
     if objective == "clm":
         return Batch(ids, attention_mask, ids)
     for attempt in range(100):  # a short batch can end up with nothing selected: draw again
-        mask = create_mlm_mask(ids, tokenizer.mask_token_id, len(tokenizer), special_token_ids=tokenizer.all_special_ids,
+        mask = create_mlm_mask(ids, tokenizer.mask_token_id, len(tokenizer),
+                               special_token_ids=tokenizer.all_special_ids,
                                attention_mask=attention_mask, seed=seed + attempt)
         if mask.masked_positions.any():
             break
@@ -206,7 +213,7 @@ class Trainer:
         self.objective, self.preset, self.seed, self.batch_size = objective, preset, seed, batch_size
         self.device = pick_device(device)  # "auto": the GPU when there is one
         self.corpus = corpus or generate_corpus(seed=seed)
-        self.tokenizer = tokenizer or train_tokenizer([s.text for s in self.corpus.train])
+        self.tokenizer = tokenizer or corpus_tokenizer(self.corpus)
         torch.manual_seed(seed)
         self.model = build_model(objective, preset, self.tokenizer).to(self.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=learning_rate, weight_decay=0.01)
@@ -279,7 +286,8 @@ class Trainer:
             name, source = f"your model from the Train page ({self.step} steps)", "trained in this session"
         else:
             untrained_head = "; its next-sentence head was not trained" if self.objective == "mlm" else ""
-            name, source = "your BERT from the Train page", f"trained in this session for {self.step} steps{untrained_head}"
+            name = "your BERT from the Train page"
+            source = f"trained in this session for {self.step} steps{untrained_head}"
         return LoadedModel(self.model, self.tokenizer, name, source, self.device, "float32", 0.0,
                            f"{self.identity}-{self.step}")
 
@@ -324,6 +332,51 @@ class Trainer:
             yield record
 
 
+def token_part(objective: str) -> str:
+    """The name of the loss part that predicts tokens (loss_parts' key), whose uniform guess is ln V."""
+    return "next token" if objective == "clm" else "masked LM"
+
+
+def check_questions(objective: str, vocab_size: int, history: list[StepRecord] = ()) -> list[Question]:
+    """The page's check-yourself questions: where a model with ``vocab_size`` output tokens starts, and
+    a perplexity; from the validation losses in ``history`` once it has trained, else from V alone."""
+    part = token_part(objective)
+    return [_start_question(objective, part, vocab_size, history), _perplexity_question(part, vocab_size, history)]
+
+
+def _start_question(objective: str, part: str, vocab_size: int, history: list[StepRecord]) -> Question:
+    start = math.log(vocab_size)
+    measured = (f" This model's {part} loss at step 0, on the validation text, was "
+                f"{fmt(history[0].validation[part])}." if history else "")
+    pair = (f" Its next-sentence loss starts near ln 2 in the same way, so the sum near ln V + ln 2 = "
+            f"{fmt(start + math.log(2))}." if objective == "mlm+nsp" else "")
+    return Question(
+        "start", f"The model predicts each {'next' if objective == 'clm' else 'masked'} token among V = {vocab_size} "
+                 f"tokens. Before any training, near what {part} loss does it start?", start,
+        reason=f"An untrained model spreads its probability about evenly over the {vocab_size} tokens, so the true "
+               f"one gets about 1/{vocab_size} and costs -log(1/{vocab_size}) = ln {vocab_size} = {fmt(start)}."
+               + measured + pair,
+        hint="knowing nothing, a model gives each of the V tokens the same probability, 1/V; the paragraph at the "
+             "top of the page says what loss that makes.")
+
+
+def _perplexity_question(part: str, vocab_size: int, history: list[StepRecord]) -> Question:
+    hint = ("perplexity is e^loss, the loss turned back into a number of equally likely tokens (the paragraph at "
+            "the top of the page links its glossary entry).")
+    if not history:
+        return Question("perplexity", f"What is the perplexity of that starting loss, ln {vocab_size}?",
+                        float(vocab_size), digits=0, hint=hint,
+                        reason=f"Perplexity is e^loss, and e^(ln {vocab_size}) = {vocab_size}: the untrained model is "
+                               f"as unsure as a uniform choice among all {vocab_size} tokens.")
+    latest = next(r for r in reversed(history) if r.validation is not None)
+    loss = latest.validation[part]
+    return Question(
+        "perplexity", f"At step {latest.step}, “Validation loss: {part}” is {fmt(loss)}. What is its perplexity?",
+        math.exp(loss), digits=PERPLEXITY_DIGITS, hint=hint,
+        reason=f"Perplexity is e^loss: e^{fmt(loss)} = {fmt(math.exp(loss), PERPLEXITY_DIGITS)}, as unsure as a "
+               f"uniform choice among that many of the {vocab_size} tokens (it started at {vocab_size}).")
+
+
 @torch.no_grad()
 def evaluate(model, objective: str, tokenizer, stories: list[Story], seed: int = 0, batch_size: int = 32) -> dict:
     """Loss and accuracies over ``stories``, batch by batch (token-weighted for
@@ -347,6 +400,7 @@ def evaluate(model, objective: str, tokenizer, stories: list[Story], seed: int =
     result = {"token_loss": totals["token_nll"] / totals["tokens"],
               "token_accuracy": totals["token_correct"] / totals["tokens"], "tokens": totals["tokens"]}
     if totals["pairs"]:
-        result.update(nsp_loss=totals["nsp_nll"] / totals["pairs"], nsp_accuracy=totals["nsp_correct"] / totals["pairs"],
+        result.update(nsp_loss=totals["nsp_nll"] / totals["pairs"],
+                      nsp_accuracy=totals["nsp_correct"] / totals["pairs"],
                       pairs=totals["pairs"])
     return result

@@ -468,3 +468,13 @@ def test_a_retrained_model_is_never_served_the_previous_models_results():
         assert shown == fmt(analyse_clm(trained, "The capital of France is Paris.").loss)
         losses.append(shown)
     assert losses[0] != losses[1]
+
+
+def test_train_page_says_why_next_sentence_training_cannot_start_on_one_pasted_story():
+    at = open_page("app_pages/train.py")
+    at.radio(key="train_source").set_value("paste text").run()
+    at.text_area(key="train_text").input(" ".join(f"Sentence number {i} is here." for i in range(45))).run()
+    at.selectbox(key="train_objective").set_value("mlm+nsp").run()
+    at.button[0].click().run()
+    assert not at.exception
+    assert any("no sentence from elsewhere" in e.value and "train the masked LM alone" in e.value for e in at.error)
