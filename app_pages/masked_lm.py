@@ -4,6 +4,8 @@ import streamlit as st
 from lmviz.bert_analysis import (NothingSelected, analyse_mlm, analyse_mlm_at, mask_positions, maskable_positions,
                                  unknown_words)
 from lmviz.classroom import term
+from lmviz.compare import (a_variant, align, aligned_table, compare, how_the_shares_add_up, mlm_version, positions_in_b,
+                           signed, summary)
 from lmviz.corpus import generate_corpus
 from lmviz.losses import mlm_loss
 from lmviz.masking import create_mlm_mask
@@ -56,6 +58,9 @@ text = st.text_area("Text", key="mlm_text", max_chars=1000)
 
 RANDOM, CHOSEN = "15 % at random, BERT's way", "the tokens I choose (fill in the blank)"
 mode = st.radio("Which tokens are masked", [RANDOM, CHOSEN], horizontal=True, key="mlm_mode")
+if mode == RANDOM:
+    st.caption(f"To compare two versions of the text, choose '{CHOSEN}': a random mask would pick different "
+               "positions in the two texts.")
 
 
 def masked_at_random():
@@ -86,7 +91,48 @@ def masked_where_chosen():
     st.session_state["mlm_positions"] = kept
     chosen = st.multiselect("Tokens to mask (position: token)", list(tokens), format_func=lambda t: f"{t}: {tokens[t]}",
                             key="mlm_positions", placeholder="Choose one or more tokens")
-    return analyse_mlm_at(loaded, text, chosen)
+    result = analyse_mlm_at(loaded, text, chosen)
+    compare_versions(result, tokens, chosen)
+    return result
+
+
+BOTH_MASKED = ("Both versions are masked at the same places: the tokens you chose, and in the second version the "
+               "token on the same row of the table above (the same token, or the one that took its place). A token "
+               "only the second version has is never masked. A random 15 % would pick different positions in two "
+               "texts, and their losses would then differ by the draw as much as by the words.")
+
+
+def known_second_version() -> None:
+    st.session_state["mlm_text_b"] = a_variant(corpus_samples()[0], {})
+
+
+def compare_versions(result, tokens: dict[int, str], chosen: list[int]) -> None:
+    """Directly under the choice: a second version, masked where it shares a row with the chosen tokens,
+    against the first. A second text with nothing to mask gets the main box's sentence."""
+    if not st.toggle("Compare with another version", key="mlm_compare"):
+        return
+    st.session_state.setdefault("mlm_text_b", a_variant(text, {}))
+    second = st.text_area("Second version", max_chars=1000, key="mlm_text_b")
+    tokens_b = maskable_positions(loaded.tokenizer, second)
+    mapped = positions_in_b(tokens, tokens_b, chosen)
+    try:
+        if tokens_b and not mapped:
+            raise NothingToScore("None of the tokens you chose is in the second version: choose one both have.")
+        other = analyse_mlm_at(loaded, second, mapped)
+    except NothingToScore as problem:
+        st.warning(str(problem))
+        return
+    warn_unknown_words(loaded, unknown_words(loaded.tokenizer, second), known_second_version, key="mlm_known_text_b")
+    comparison = compare(mlm_version(result, tokens), mlm_version(other, tokens_b))
+    first_loss, second_loss, gap = st.columns(3)
+    first_loss.metric("Loss, first version", fmt(comparison.loss_a))
+    second_loss.metric("Loss, second version", fmt(comparison.loss_b))
+    gap.metric("Difference: second − first", signed(comparison.difference))
+    st.markdown(escape_markdown(summary(comparison)))
+    masked = [r for r in comparison.rows if r.nll_a is not None or r.nll_b is not None]  # the rows that count
+    st.dataframe(pd.DataFrame(aligned_table(masked)), hide_index=True)
+    st.caption(escape_markdown(how_the_shares_add_up(comparison) + " Only the masked rows are shown: the others "
+                               "count 0.") + " " + BOTH_MASKED)  # under the result, which stays next to its box
 
 
 try:
@@ -153,4 +199,5 @@ st.info(f"A causal LM would score {tokens - 1} predictions in these {tokens} tok
         f"the masked LM scored {result.num_selected} ({result.num_selected / tokens:.0%}). "
         "BERT sees more context per prediction but learns from fewer predictions per sentence.")
 
-show_code(create_mlm_mask if mode == RANDOM else mask_positions, mlm_loss)
+comparing = mode == CHOSEN and st.session_state.get("mlm_compare", False)
+show_code(create_mlm_mask if mode == RANDOM else mask_positions, mlm_loss, *([compare, align] if comparing else []))

@@ -9,6 +9,7 @@ from lmviz import plots
 from lmviz.analysis import (REFERENCE_TEXT, NotEnoughMemory, analyse_batch, analyse_clm, length_limit, loss_three_ways,
                             score_positions)
 from lmviz.classroom import term
+from lmviz.compare import a_variant, align, aligned_table, clm_version, compare, how_the_shares_add_up, signed, summary
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.palettes import LOSS_SCALE, loss_colour
 from lmviz.text import NothingToScore, boundary_token_note, readable_token, start_token_id, valid_text
@@ -17,6 +18,7 @@ from lmviz.ui import (chip_row, choose_causal_lm, escape_markdown, result_panel,
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
+SWAPS = {"Paris": "Berlin"}  # the second box's first text, for the default sentence: the issue's own example
 START_LABEL = "Start with a start-of-text token"
 
 
@@ -102,6 +104,14 @@ add_bos = st.checkbox(
          "and gets no loss. Which token is added is said under the tokens.",
 )
 st.query_params.update({"text": text, "bos": "1" if add_bos else "0"})
+# a checkbox, like the start token's just above: the two settings of what is scored
+comparing = st.checkbox("Compare with another version", key="sentence_compare",
+                        help="A second text, scored by the same model: both losses, their difference, the tokens "
+                             "that make it, and the two texts' tokens side by side.")
+if comparing:
+    st.session_state.setdefault("sentence_b", a_variant(text, SWAPS))
+    st.text_area("Second version", max_chars=MAX_CHARS, key="sentence_b")
+    comparison_slot = st.container()  # filled once the first version is scored: directly under its box
 
 def score(choice, scored_text: str | None = None, with_start: bool | None = None):
     return get_analysis(choice.analyse, choice.cache_key, text if scored_text is None else scored_text,
@@ -126,6 +136,28 @@ def show_headline(panel, loaded, result, reference) -> None:
                      help=f"This model's loss on a fixed paragraph of ordinary English: “{REFERENCE_TEXT}”{cut}")
 
 
+def show_comparison(choice, result) -> None:
+    """The second version against the first: both losses, their difference, the tokens that make it,
+    and the aligned table. A second text with nothing to score gets the main box's sentence."""
+    try:
+        _, other = scored_with_cpu_fallback(choice, lambda c: score(c, st.session_state["sentence_b"]))
+    except NothingToScore as problem:
+        st.warning(str(problem))
+        return
+    except NotEnoughMemory as problem:
+        st.warning(escape_markdown(f"{problem} Try a shorter text."))
+        return
+    comparison = compare(clm_version(result), clm_version(other))
+    first, second, gap = st.columns(3)
+    first.metric("Loss, first version", fmt(comparison.loss_a))
+    second.metric("Loss, second version", fmt(comparison.loss_b))
+    gap.metric("Difference: second − first", signed(comparison.difference))
+    st.markdown(escape_markdown(summary(comparison)))
+    st.dataframe(pd.DataFrame(aligned_table(comparison.rows)), hide_index=True, height=300)
+    st.caption(escape_markdown(how_the_shares_add_up(comparison) + " Tokens are matched by their ids; the same "
+                               "token can cost more or less after a change, because what comes before it changed."))
+
+
 try:
     choice, result = scored_with_cpu_fallback(choice, score)
 except NothingToScore as problem:
@@ -136,6 +168,9 @@ except NotEnoughMemory as problem:
     st.stop()
 
 loaded = choice.loaded
+if comparing:
+    with comparison_slot:
+        show_comparison(choice, result)
 show_headline(panel, loaded, result, score(choice, REFERENCE_TEXT))
 st.caption(escape_markdown(
     f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}, weights {loaded.dtype}. "
@@ -208,4 +243,4 @@ if math.isfinite(result.max_difference):
 else:
     st.caption("One label has probability exactly 0 under this model (a logit of −∞), so the loss is infinite.")
 
-show_code(analyse_clm, analyse_batch, score_positions, loss_three_ways)
+show_code(analyse_clm, analyse_batch, score_positions, loss_three_ways, *([compare, align] if comparing else []))

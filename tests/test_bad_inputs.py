@@ -35,8 +35,29 @@ TEXT_PAGES = {
     "chat-loss question": ("app_pages/chat_loss.py", lambda at, text: at.text_input(key="chat_user").input(text[:1000])),
     "chat-loss answer": ("app_pages/chat_loss.py", lambda at, text: at.text_input(key="chat_answer").input(text[:1000])),
 }
+
+
+def second_version_on_your_sentence(at: AppTest, text: str):
+    at.checkbox(key="sentence_compare").check().run()
+    at.text_area(key="sentence_b").input(text[:2000])
+
+
+def second_version_on_masked_lm(at: AppTest, text: str):
+    """The first version's first token masked (the story the page starts with), then the second box."""
+    at.radio(key="mlm_mode").set_value("the tokens I choose (fill in the blank)").run()
+    at.multiselect(key="mlm_positions").set_value([1]).run()
+    at.toggle(key="mlm_compare").set_value(True).run()
+    at.text_area(key="mlm_text_b").input(text[:1000])
+
+
+# the "Compare with another version" boxes: "scored" is the comparison ("scored, warned": under the
+# sentence that the BERT does not know most of the second version's words), "sentence" one sentence in
+# its place; either way the first version's result stays on the page
+SECOND_BOXES = {"your-sentence compare": ("app_pages/your_sentence.py", second_version_on_your_sentence),
+                "masked-lm compare": ("app_pages/masked_lm.py", second_version_on_masked_lm)}
+COMPARED = "Difference: second − first"  # the comparison's own metric
 TRAIN = ["train alone", "train among ordinary text"]
-PAGES = ["your-sentence from a link", *TEXT_PAGES, *TRAIN]
+PAGES = ["your-sentence from a link", *TEXT_PAGES, *SECOND_BOXES, *TRAIN]
 # the library's functions that tests/test_next_token.py and tests/test_chat_loss.py drive with every case
 LIBRARY = ["next_token_logits", "analyse_sft question", "analyse_sft answer"]
 
@@ -123,6 +144,26 @@ def test_text_taking_pages(case, surface):
     at = open_page(page)
     fill(at, case["text"])
     assert_outcome(at.run(timeout=120), case["expected"][surface])
+
+
+@pytest.mark.parametrize("case", PAGE_CASES, ids=PAGE_IDS)
+@pytest.mark.parametrize("surface", list(SECOND_BOXES))
+def test_second_version_boxes(case, surface):
+    page, fill = SECOND_BOXES[surface]
+    at = open_page(page)
+    fill(at, case["text"])
+    at.run(timeout=120)
+    assert not at.exception, at.exception
+    said = [e.value for e in at.error] + [w.value for w in at.warning]
+    compared = [m.value for m in at.metric if m.label == COMPARED]
+    if case["expected"][surface].startswith("scored"):
+        warned = case["expected"][surface] == "scored, warned"
+        assert compared and len(said) == warned, said
+        assert not warned or UNKNOWN_WORDS in said[0], said
+        assert_finite_metrics(at)
+    else:
+        assert len(said) == 1 and not compared, (said, compared)  # as the main box: one warning
+    assert_no_live_markup(at)
 
 
 # Enough ordinary text to train on (45 sentences, in stories of five); a bad case goes in the middle,

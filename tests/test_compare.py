@@ -1,0 +1,221 @@
+"""lmviz.compare: the alignment on hand-made sequences, and both versions' losses and their difference
+against the models' own logits through torch's cross-entropy; then both pages' comparison against the library."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lmviz.analysis import analyse_clm
+from lmviz.bert_analysis import analyse_mlm_at, maskable_positions
+from lmviz.compare import (CHANGED, ONLY_A, ONLY_B, SAME, Version, a_variant, align, clm_version, compare, mlm_version,
+                           positions_in_b, signed, summary)
+from lmviz.corpus import generate_corpus
+from lmviz.models import LoadedModel
+from lmviz.numbers import fmt
+from lmviz.training import build_model, train_tokenizer
+from lmviz.ui import escape_markdown
+from tests.helpers import open_page
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    ("abc", "abc", [(0, 0, SAME), (1, 1, SAME), (2, 2, SAME)]),
+    ("abc", "axc", [(0, 0, SAME), (1, 1, CHANGED), (2, 2, SAME)]),
+    ("abc", "abxc", [(0, 0, SAME), (1, 1, SAME), (None, 2, ONLY_B), (2, 3, SAME)]),
+    ("abc", "ac", [(0, 0, SAME), (1, None, ONLY_A), (2, 1, SAME)]),
+    # a changed run of unequal lengths: paired in order, the extra token on its own row
+    ("abc", "axyc", [(0, 0, SAME), (1, 1, CHANGED), (None, 2, ONLY_B), (2, 3, SAME)]),
+    ("xabc", "abc", [(0, None, ONLY_A), (1, 0, SAME), (2, 1, SAME), (3, 2, SAME)]),
+    ("", "ab", [(None, 0, ONLY_B), (None, 1, ONLY_B)]),
+])
+def test_align(a, b, expected):
+    assert align(list(a), list(b)) == expected
+
+
+def test_the_shares_split_the_difference_exactly_and_the_largest_come_first():
+    # A scores 3 tokens (mean 2), B scores 4 (mean 2.5): the means are over different counts
+    a = Version(list("abcd"), list("abcd"), [None, 1.0, 2.0, 3.0], 2.0)
+    b = Version(list("abxcd"), list("abxcd"), [None, 1.0, 5.0, 1.0, 3.0], 2.5)
+    result = compare(a, b, top=2)
+    assert [(r.token_a, r.token_b, r.marker) for r in result.rows] == [
+        ("a", "a", SAME), ("b", "b", SAME), (None, "x", ONLY_B), ("c", "c", SAME), ("d", "d", SAME)]
+    assert (result.scored_a, result.scored_b, result.difference) == (3, 4, 0.5)
+    assert [r.difference for r in result.rows] == [None, 0.0, None, -1.0, 0.0]
+    shares = [0, 1 / 4 - 1 / 3, 5 / 4, 1 / 4 - 2 / 3, 3 / 4 - 1]
+    assert [r.share for r in result.rows] == pytest.approx(shares)
+    assert sum(r.share for r in result.rows) == pytest.approx(result.difference)
+    assert [r.words for r in result.decisive] == ["x (only in the second)", "c"]
+
+
+def test_differences_are_signed_and_float_noise_makes_none():
+    assert (signed(0.5), signed(-0.5), signed(-1e-7), signed(4e-6)) == ("+0.50000", "-0.50000", "0.00000", "0.00000")
+    # two forward passes of the same prefix can differ by ~1e-7 (batched, padded): that token is no reason
+    a = Version(list("abc"), list("abc"), [None, 1.0, 2.0], 1.5)
+    b = Version(list("abx"), list("abx"), [None, 1.0 + 1e-7, 4.0], 2.5 + 5e-8)
+    assert [r.words for r in compare(a, b).decisive] == ["c → x"]
+
+
+def test_a_variant_swaps_the_last_word():
+    assert a_variant("The capital of France is Paris.", {"Paris": "Berlin"}) == "The capital of France is Berlin."
+    assert a_variant("the cat sat on the mat .", {}) == "the cat sat on the the ."  # the first other word
+    assert a_variant("...", {}) == "..."
+
+
+def reference_nll(model, ids: list[int]) -> torch.Tensor:
+    """-log p of every token after the first: torch's cross-entropy on the model's own logits, labels shifted."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0]  # (T, V)
+    return F.cross_entropy(logits[:-1].float(), torch.tensor(ids[1:]), reduction="none")  # (T - 1,)
+
+
+@pytest.mark.parametrize("add_bos", [False, True])
+def test_clm_comparison_equals_cross_entropy_row_by_row(tiny_loaded, add_bos):
+    first, second = "the cat sat on a mat", "a the dog sat on the big mat"
+    a, b = analyse_clm(tiny_loaded, first, add_bos=add_bos), analyse_clm(tiny_loaded, second, add_bos=add_bos)
+    result = compare(clm_version(a), clm_version(b))
+    start = ["<|endoftext|>"] if add_bos else []
+    # what a reader must see, row by row: a misaligned table fails here
+    expected = [(s, s, SAME) for s in start] + [
+        (None, "a", ONLY_B), ("the", "the", SAME), ("cat", "dog", CHANGED), ("sat", "sat", SAME), ("on", "on", SAME),
+        ("a", "the", CHANGED), (None, "big", ONLY_B), ("mat", "mat", SAME)]
+    assert [(r.token_a, r.token_b, r.marker) for r in result.rows] == expected
+    nll_a, nll_b = reference_nll(tiny_loaded.model, a.input_ids), reference_nll(tiny_loaded.model, b.input_ids)
+    for row in result.rows:  # each -log p is the one of that very token of its own version (index - 1: shifted)
+        for index, nll, reference in ((row.index_a, row.nll_a, nll_a), (row.index_b, row.nll_b, nll_b)):
+            assert nll is None if index in (None, 0) else nll == pytest.approx(reference[index - 1].item(), abs=1e-5)
+    assert (result.scored_a, result.scored_b) == (len(nll_a), len(nll_b))
+    assert result.loss_a == pytest.approx(nll_a.mean().item(), abs=1e-6)
+    assert result.loss_b == pytest.approx(nll_b.mean().item(), abs=1e-6)
+    assert result.difference == pytest.approx((nll_b.mean() - nll_a.mean()).item(), abs=1e-6)
+    assert sum(r.share for r in result.rows) == pytest.approx(result.difference, abs=1e-6)
+    biggest = max(result.rows, key=lambda r: abs(r.share))
+    assert result.decisive[0] == biggest
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_loaded():
+    corpus = generate_corpus(num_train=200, num_validation=10, seed=2)
+    tokenizer = train_tokenizer([s.text for s in corpus.train])
+    torch.manual_seed(0)
+    model = build_model("mlm+nsp", "tiny", tokenizer).eval()
+    return LoadedModel(model, tokenizer, "random tiny BERT", "built in the tests", "cpu", "float32", 0.0)
+
+
+def reference_mlm_nll(loaded, text: str, positions: list[int]) -> torch.Tensor:
+    """-log p of the original tokens at ``positions``, [MASK] there: the whole BertForPreTraining's
+    prediction logits (not lmviz's heads or mlm_loss) through torch's cross-entropy."""
+    ids = loaded.tokenizer(text, return_tensors="pt")["input_ids"]  # (1, T)
+    masked = ids.clone()
+    masked[0, positions] = loaded.tokenizer.mask_token_id
+    with torch.no_grad():
+        logits = loaded.model(input_ids=masked).prediction_logits[0]  # (T, V)
+    return F.cross_entropy(logits[positions], ids[0, positions], reduction="none")
+
+
+def test_mlm_comparison_masks_the_same_aligned_tokens_and_equals_cross_entropy(tiny_bert_loaded):
+    tokenizer = tiny_bert_loaded.tokenizer
+    first, second = "anna and ben went to the park .", "anna went to the big park with ben ."
+    maskable_a, maskable_b = maskable_positions(tokenizer, first), maskable_positions(tokenizer, second)
+    chosen = [p for p, token in maskable_a.items() if token in ("and", "the", "park")]
+    mapped = positions_in_b(maskable_a, maskable_b, chosen)
+    # "and" is only in the first version; "the" and "park" are masked in both, where they are in each
+    assert [maskable_b[p] for p in mapped] == ["the", "park"]
+    a, b = analyse_mlm_at(tiny_bert_loaded, first, chosen), analyse_mlm_at(tiny_bert_loaded, second, mapped)
+    result = compare(mlm_version(a, maskable_a), mlm_version(b, maskable_b))
+    scored = [(r.token_a, r.token_b) for r in result.rows if r.nll_a is not None or r.nll_b is not None]
+    assert scored == [("and", None), ("the", "the"), ("park", "park")]
+    ref_a = reference_mlm_nll(tiny_bert_loaded, first, chosen)
+    ref_b = reference_mlm_nll(tiny_bert_loaded, second, mapped)
+    assert [r.nll_a for r in result.rows if r.nll_a is not None] == pytest.approx(ref_a.tolist(), abs=1e-5)
+    assert [r.nll_b for r in result.rows if r.nll_b is not None] == pytest.approx(ref_b.tolist(), abs=1e-5)
+    assert (result.scored_a, result.scored_b) == (3, 2)  # each mean over its own scored positions
+    assert result.loss_a == pytest.approx(ref_a.mean().item(), abs=1e-5)
+    assert result.loss_b == pytest.approx(ref_b.mean().item(), abs=1e-5)
+    assert result.difference == pytest.approx((ref_b.mean() - ref_a.mean()).item(), abs=1e-5)
+    assert sum(r.share for r in result.rows) == pytest.approx(result.difference, abs=1e-5)
+
+
+# The pages: the numbers on screen are the library's, the library's are the reference's (above and here).
+
+def metrics(at) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def comparison_table(at):
+    return next(d.value for d in at.dataframe if "share of the difference" in d.value.columns)
+
+
+def shows_the_comparison(at, expected) -> None:
+    """The three numbers, the sentence naming the tokens, and the code of compare under "Show the code"."""
+    shown = metrics(at)
+    assert shown["Loss, first version"] == fmt(expected.loss_a)
+    assert shown["Loss, second version"] == fmt(expected.loss_b)
+    assert shown["Difference: second − first"] == signed(expected.difference)
+    assert escape_markdown(summary(expected)) in [m.value for m in at.markdown]
+    assert any("def compare(" in c.value for c in at.code)
+
+
+def the_main_box_says(at, key: str, text: str) -> list[str]:
+    at.text_area(key=key).input(text).run()
+    return [w.value for w in at.warning]
+
+
+@pytest.mark.parametrize("bad", ["   ", "Hi"])  # nothing at all; one token, so nothing to predict
+def test_your_sentence_compares_two_versions(bundled, bad):
+    at = open_page("app_pages/your_sentence.py")
+    at.checkbox(key="sentence_compare").check().run()
+    first, second = at.text_area(key="text").value, at.text_area(key="sentence_b").value
+    assert second == "The capital of France is Berlin."  # the issue's example, pre-filled
+    a, b = analyse_clm(bundled, first), analyse_clm(bundled, second)
+    expected = compare(clm_version(a), clm_version(b))
+    ref_a, ref_b = reference_nll(bundled.model, a.input_ids), reference_nll(bundled.model, b.input_ids)
+    assert expected.loss_a == pytest.approx(ref_a.mean().item(), abs=1e-5)
+    assert expected.loss_b == pytest.approx(ref_b.mean().item(), abs=1e-5)
+    assert not at.exception and not at.warning and not at.error
+    shows_the_comparison(at, expected)
+    assert metrics(at)["Loss: mean(-log p)"] == metrics(at)["Loss, first version"]
+    table = comparison_table(at)
+    assert table["tokens"].tolist() == [SAME] * 5 + [CHANGED, SAME]
+    assert table["first version"].tolist() == a.tokens and table["second version"].tolist() == b.tokens
+    assert table["-log p (second)"].tolist() == ["not scored"] + [fmt(r.nll) for r in b.rows]
+    assert escape_markdown("“␣Paris → ␣Berlin”") in escape_markdown(summary(expected))
+    assert summary(expected).index("Paris") < summary(expected).index("“.”")  # the largest share first
+
+    at.text_area(key="sentence_b").input(bad).run()
+    said = [w.value for w in at.warning]
+    assert len(said) == 1 and "Difference: second − first" not in metrics(at)
+    assert metrics(at)["Loss: mean(-log p)"] == fmt(a.loss)  # the first version stays
+    assert said == the_main_box_says(at, "text", bad)  # the very sentence the main box gives
+
+
+def test_masked_lm_compares_two_versions_masked_at_the_same_places():
+    from lmviz.models import load_bert
+
+    loaded = load_bert()  # the page's model: the tests' hub cache is empty, so not bert-base-uncased
+    at = open_page("app_pages/masked_lm.py")
+    at.radio(key="mlm_mode").set_value("the tokens I choose (fill in the blank)").run()
+    first = at.text_area(key="mlm_text").value
+    second = first.replace("station", "park")
+    maskable_a, maskable_b = maskable_positions(loaded.tokenizer, first), maskable_positions(loaded.tokenizer, second)
+    chosen = [p for p, token in maskable_a.items() if token in ("station", "platform")]
+    at.multiselect(key="mlm_positions").set_value(chosen).run()
+    at.toggle(key="mlm_compare").set_value(True).run()
+    at.text_area(key="mlm_text_b").input(second).run()
+    assert not at.exception and not at.error
+    mapped = positions_in_b(maskable_a, maskable_b, chosen)
+    assert [maskable_b[p] for p in mapped] == ["park", "park", "platform"]
+    a, b = analyse_mlm_at(loaded, first, chosen), analyse_mlm_at(loaded, second, mapped)
+    expected = compare(mlm_version(a, maskable_a), mlm_version(b, maskable_b))
+    ref_a, ref_b = reference_mlm_nll(loaded, first, chosen), reference_mlm_nll(loaded, second, mapped)
+    assert expected.loss_a == pytest.approx(ref_a.mean().item(), abs=1e-5)
+    assert expected.loss_b == pytest.approx(ref_b.mean().item(), abs=1e-5)
+    shows_the_comparison(at, expected)
+    assert metrics(at)["Masked-LM loss"] == metrics(at)["Loss, first version"]
+    table = comparison_table(at)  # only the masked rows
+    assert list(zip(table["first version"], table["second version"], table["tokens"])) == [
+        ("station", "park", CHANGED), ("station", "park", CHANGED), ("platform", "platform", SAME)]
+    assert table["-log p (second)"].tolist() == [fmt(v) for v in ref_b.tolist()]
+
+    at.text_area(key="mlm_text_b").input("").run()
+    said = [w.value for w in at.warning]
+    assert len(said) == 1 and "Difference: second − first" not in metrics(at)
+    assert said == the_main_box_says(at, "mlm_text", "")  # the very sentence the main box gives
