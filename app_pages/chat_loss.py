@@ -4,9 +4,10 @@ import math
 import pandas as pd
 import streamlit as st
 
-from lmviz.chat_loss import (DEFAULT_BETA, ChatTemplateError, answer_and_all_token_losses, analyse_sft,
-                             answer_only_labels, compare_answers, control_tokens, dpo_loss, end_of_turn_positions)
-from lmviz.classroom import term
+from lmviz.chat_loss import (DEFAULT_BETA, ChatTemplateError, analyse_sft, answer_and_all_token_losses,
+                             answer_only_labels, check_questions, compare_answers, control_tokens, dpo_loss,
+                             end_of_turn_positions)
+from lmviz.classroom import check_yourself, term
 from lmviz.losses import IGNORE_INDEX
 from lmviz.next_token import BadInput
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
@@ -175,3 +176,4 @@ st.caption(f"At 0 the policy is the reference itself, {loaded.name}: every log-r
            "has moved the model's preference from where it started, not the preference itself.")
 
 show_code(answer_only_labels, end_of_turn_positions, answer_and_all_token_losses, dpo_loss)
+check_yourself("chat-loss", check_questions(result))

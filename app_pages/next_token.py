@@ -2,9 +2,10 @@ import pandas as pd
 import streamlit as st
 
 from lmviz import plots
-from lmviz.classroom import term
-from lmviz.next_token import (DEFAULT_TOP_K, MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput, distribution, if_true_next,
-                              next_token_logits, sample_token, softmax_with_temperature)
+from lmviz.classroom import check_yourself, term
+from lmviz.next_token import (DEFAULT_TOP_K, MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput, candidate_name,
+                              check_questions, distribution, if_true_next, next_token_logits, sample_token,
+                              softmax_with_temperature)
 from lmviz.numbers import fmt, fmt_prob
 from lmviz.text import NothingToScore, readable_token, valid_text
 from lmviz.ui import choose_causal_lm, escape_markdown, result_panel, show_chart, show_code
@@ -89,7 +90,7 @@ picked = st.selectbox(
     "If the text really continued with", options, key="next_true",
     index=options.index(int(asked_next)) if asked_next.isdigit() and int(asked_next) in options else 0,
     format_func=lambda o: "(choose a token to see its loss)" if o is None else o if o == TYPE_A_WORD
-    else f"{readable_token(tokenizer, o)} (id {o})")
+    else candidate_name(readable_token(tokenizer, o), o))
 true_next = None
 try:
     if picked == TYPE_A_WORD:
@@ -180,3 +181,4 @@ if "next_appended" in st.session_state:
     st.caption(escape_markdown(st.session_state.pop("next_appended")))
 
 show_code(softmax_with_temperature, distribution, sample_token, if_true_next)
+check_yourself("next-token", check_questions(logits, shown, true_next, tokenizer))

@@ -9,7 +9,8 @@ running the model again:
 - ``greedy_token`` (the arg-max) and ``sample_token`` (a seeded draw), and ``append_token`` to
   continue the prefix with the chosen token, one step at a time;
 - ``if_true_next``: if the text really continued with token X, the loss this position would add
-  in training: -log p(X) at T = 1, the number "Your sentence" shows for that position.
+  in training: -log p(X) at T = 1, the number "Your sentence" shows for that position;
+- ``check_questions``: the page's check-yourself questions, from the same kept logits.
 
 Argument checks live in the ``_check_*`` helpers, so that the functions a page shows with
 "Show the code" hold only the computation.
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 import torch
 
 from lmviz.analysis import length_limit
+from lmviz.numbers import fmt, fmt_prob
+from lmviz.quiz import Question
 from lmviz.text import NothingToScore, readable_token, start_token_id, valid_text
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.1, 2.0
@@ -240,9 +243,9 @@ def if_true_next(result: NextTokenLogits, tokenizer, target: int | str) -> TrueN
     log_p = torch.log_softmax(result.logits.double(), dim=-1)  # (V,): T = 1, as in training
     return TrueNext(token=readable_token(tokenizer, token_id), token_id=token_id,
                     logit=result.logits[token_id].item(), prob=log_p[token_id].exp().item(),
-                    nll=-log_p[token_id].item(), nll_float32=-torch.log_softmax(result.logits.float(), -1)[token_id].item(),
-                    rank=rank_of(result.logits, token_id),
-                    typed=typed, pieces=pieces, note=note)
+                    nll=-log_p[token_id].item(),
+                    nll_float32=-torch.log_softmax(result.logits.float(), -1)[token_id].item(),
+                    rank=rank_of(result.logits, token_id), typed=typed, pieces=pieces, note=note)
 
 
 def _target_token(result: NextTokenLogits, tokenizer, target) -> tuple[int, str | None, list[str], str | None]:
@@ -286,3 +289,78 @@ def _check_known(tokenizer, word: str, ids: list[int], vocab_size: int) -> None:
     if not ids or ids[0] >= vocab_size or (unknown is not None and ids[0] == unknown):
         raise BadInput(f"This model's tokenizer cannot write {word.strip()!r} as tokens of its vocabulary "
                        "(it would read it as an unknown token): type another word.")
+
+
+# --- check yourself -----------------------------------------------------------------------------------
+
+GREEDY_CHOICES = 4  # "which token will greedy decoding pick?" offers the page's top few
+
+
+def candidate_name(token: str, token_id: int) -> str:
+    """A token as the page's "If the text really continued with" list names it (two tokens can read alike)."""
+    return f"{token} (id {token_id})"
+
+
+def other_temperature(temperature: float) -> float:
+    """The temperature the questions ask about: twice this one, or half where twice is off the slider."""
+    return round(2 * temperature if 2 * temperature <= MAX_TEMPERATURE else temperature / 2, 6)
+
+
+def check_questions(result: NextTokenLogits, shown: Distribution, true_next: TrueNext | None,
+                    tokenizer) -> list[Question]:
+    """Next token's check-yourself questions, from the kept logits, the distribution on screen and
+    the true next token the learner chose (None: the second most likely token stands in for it)."""
+    stand_in = true_next or if_true_next(result, tokenizer, shown.top[min(1, len(shown.top) - 1)].token_id)
+    return [_greedy_question(result, shown, tokenizer), _nll_question(stand_in, true_next is not None),
+            _temperature_question(result, shown)]
+
+
+def _greedy_question(result: NextTokenLogits, shown: Distribution, tokenizer) -> Question:
+    other = other_temperature(shown.temperature)
+    # asked at another temperature, and computed there: that greedy ignores T is what is learnt
+    picked = int(softmax_with_temperature(result.logits, other).argmax())
+    offered = {c.token_id: c.token for c in shown.top[:GREEDY_CHOICES]}
+    offered.setdefault(picked, readable_token(tokenizer, picked))
+    choices = tuple(sorted(candidate_name(token, i) for i, token in offered.items()))  # not in rank order
+    return Question(
+        "greedy", f"If the temperature were {other:g} instead of {shown.temperature:g}, which token would greedy "
+                  "decoding pick next?", candidate_name(offered[picked], picked), choices=choices,
+        reason=f"Greedy decoding takes the highest logit, {offered[picked]} (z = {fmt(result.logits[picked].item())}), "
+               "and dividing every logit by the same T never changes their order: greedy picks the same token at "
+               "every temperature.",
+        hint="greedy takes the highest logit z, rank 1 in the table of section 3, From logits to probabilities; "
+             "the caption under the chart of section 2 says what the temperature does to it.")
+
+
+def _nll_question(target: TrueNext, chosen: bool) -> Question:
+    which = f"The true next token you chose, {target.token}," if chosen else \
+        f"Suppose the text continued with {target.token}: it"
+    return Question(
+        "nll", f"{which} has p = {fmt_prob(target.prob)} at T = 1. What loss does this position add in training?",
+        target.nll,
+        reason=f"The loss of a position is -log p of its true next token at T = 1: -log {fmt_prob(target.prob)} = "
+               f"{fmt(target.nll)} (the natural logarithm, negated).",
+        hint="use the natural logarithm (ln, not log10), then change the sign; section 1, If the true next token "
+             "is …, works it out for the token you choose there.")
+
+
+def _temperature_question(result: NextTokenLogits, shown: Distribution) -> Question:
+    now, other = shown.temperature, other_temperature(shown.temperature)
+    favourite = shown.greedy
+    p_now, p_other = (softmax_with_temperature(result.logits, t)[favourite.token_id].item() for t in (now, other))
+    moved = "raised" if other > now else "lowered"
+    if fmt_prob(p_now) == fmt_prob(p_other):  # the same to every digit the page shows
+        answer = "stay the same"
+    else:
+        answer = "go down" if p_other < p_now else "go up"
+    why = {"stay the same": "its lead over the other logits is so large, or so small, that the change is below the "
+                            "digits the page shows",
+           "go down": "dividing by a larger T shrinks the gaps between the logits, so the distribution flattens",
+           "go up": "dividing by a smaller T widens the gaps between the logits, so the distribution sharpens"}[answer]
+    return Question(
+        "temperature", f"If the temperature were {moved} from {now:g} to {other:g}, would the probability of the most "
+                       f"likely token, {favourite.token}, go up, go down, or stay the same?", answer,
+        choices=("go up", "go down", "stay the same"),
+        reason=f"Its probability is {fmt_prob(p_now)} at T = {now:g} and {fmt_prob(p_other)} at T = {other:g}: {why}.",
+        hint="the logits are divided by T before the softmax (the Temperature T slider's help says what that does); "
+             "move the slider and watch p(greedy) in the panel at the top.")

@@ -1,0 +1,198 @@
+"""Check yourself on Next token and Chat fine-tuning loss: each expected answer computed here, from the
+model's own forward pass, its own loss or plain Python, on several inputs; and each page accepts a right
+answer, hints at a wrong one and reveals the answer."""
+
+import math
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lmviz import chat_loss, lesson, next_token
+from lmviz.numbers import fmt
+from lmviz.text import readable_token
+from tests.helpers import answer_question, open_page, verdicts
+
+NEXT_TOKEN_PAGE, CHAT_PAGE = "app_pages/next_token.py", "app_pages/chat_loss.py"
+
+
+def by_key(questions) -> dict:
+    return {q.key: q for q in questions}
+
+
+def the_other_temperature(temperature: float) -> float:
+    """Twice T, or half of it where twice is above the slider's 2.0: written out again, not imported."""
+    return 2 * temperature if 2 * temperature <= 2.0 else temperature / 2
+
+
+def model_logits(loaded, text: str) -> torch.Tensor:
+    """The reference: the model's own forward pass over the whole text, the last position's scores, float64."""
+    ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        return loaded.model(input_ids=torch.tensor([ids])).logits[0, -1].double()  # (V,)
+
+
+def name(tokenizer, token_id: int) -> str:
+    return f"{readable_token(tokenizer, token_id)} (id {token_id})"
+
+
+# --- Next token ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, temperature, word, direction", [
+    ("The capital of France is", 1.0, " Paris", "go down"),  # raised to 2: flatter
+    ("Once upon a", 1.5, None, "go up"),  # lowered to 0.75: sharper
+])
+def test_next_token_questions_follow_the_models_logits(bundled, text, temperature, word, direction):
+    tokenizer = bundled.tokenizer
+    logits = next_token.next_token_logits(bundled, text)
+    shown = next_token.distribution(logits, tokenizer, temperature)
+    chosen = next_token.if_true_next(logits, tokenizer, word) if word else None
+    questions = by_key(next_token.check_questions(logits, shown, chosen, tokenizer))
+    assert list(questions) == list(lesson.STEPS[NEXT_TOKEN_PAGE].questions)
+
+    z = model_logits(bundled, text)
+    other = the_other_temperature(temperature)
+    greedy = int(torch.softmax(z / other, -1).argmax())
+    assert questions["greedy"].answer == name(tokenizer, greedy)
+    assert f"{other:g} instead of {temperature:g}" in questions["greedy"].ask
+    assert set(questions["greedy"].choices) >= {name(tokenizer, int(i)) for i in z.topk(4).indices}
+
+    # the chosen word, else the runner-up stands in for the true next token
+    target = tokenizer(word, add_special_tokens=False)["input_ids"][0] if word else int(z.topk(2).indices[1])
+    loss = F.cross_entropy(z[None], torch.tensor([target])).item()
+    assert questions["nll"].answer == pytest.approx(loss, abs=1e-4)
+    asked_p = float(re.search(r"p = ([0-9.e-]+) at T = 1", questions["nll"].ask).group(1))
+    assert asked_p == pytest.approx(math.exp(-loss), rel=2e-3)  # as the question writes it, 3 significant digits
+    said = readable_token(tokenizer, target)
+    assert questions["nll"].ask.startswith(f"The true next token you chose, {said}," if word else
+                                           f"Suppose the text continued with {said}: it")
+
+    p_now, p_other = (torch.softmax(z / t, -1)[greedy].item() for t in (temperature, other))
+    assert direction == ("go down" if p_other < p_now else "go up")
+    assert questions["temperature"].answer == direction
+
+
+def hand_logits(tokenizer, scores: dict[int, float]) -> next_token.NextTokenLogits:
+    """Scores written by hand: ``scores`` by token id, 0 for every other token of the vocabulary."""
+    z = torch.zeros(len(tokenizer))
+    for token_id, score in scores.items():
+        z[token_id] = score
+    return next_token.NextTokenLogits(model="by hand", text="the", input_ids=[2], tokens=["the"], logits=z,
+                                      bos_added=False, truncated_from=None, device="cpu")
+
+
+@pytest.mark.parametrize("scores, temperature, runner_up, answer", [
+    ({5: 3.0, 7: 1.0}, 1.0, 7, "go down"),
+    ({9: 2.0, 4: 1.5}, 2.0, 4, "go up"),  # 2.0 can only be halved
+    ({3: 40.0, 8: 1.0}, 0.1, 8, "stay the same"),  # p(3) is 1.000000 at T = 0.1 and at 0.2
+])
+def test_next_token_questions_from_logits_written_by_hand(tiny_tokenizer, scores, temperature, runner_up, answer):
+    logits = hand_logits(tiny_tokenizer, scores)
+    shown = next_token.distribution(logits, tiny_tokenizer, temperature, top_k=5)
+    questions = by_key(next_token.check_questions(logits, shown, None, tiny_tokenizer))
+    top = max(scores, key=scores.get)
+    assert questions["greedy"].answer == name(tiny_tokenizer, top)
+    denominator = sum(math.exp(scores.get(i, 0.0)) for i in range(len(tiny_tokenizer)))  # T = 1
+    assert questions["nll"].answer == pytest.approx(-(scores[runner_up] - math.log(denominator)), abs=1e-12)
+    other = the_other_temperature(temperature)
+    p_top = [math.exp(scores[top] / t) / sum(math.exp(scores.get(i, 0.0) / t) for i in range(len(tiny_tokenizer)))
+             for t in (temperature, other)]
+    assert questions["temperature"].answer == answer
+    assert f"{p_top[0]:.6f}" in questions["temperature"].reason and f"{p_top[1]:.6f}" in questions["temperature"].reason
+
+
+def test_next_token_page_checks_hints_and_reveals(bundled):
+    at = open_page(NEXT_TOKEN_PAGE)
+    text, tokenizer = at.text_area(key="next_text").value, bundled.tokenizer
+    z = model_logits(bundled, text)
+    runner_up = int(z.topk(2).indices[1])  # no true next token chosen yet: it stands in
+    loss = F.cross_entropy(z[None], torch.tensor([runner_up])).item()
+    logits = next_token.next_token_logits(bundled, text)
+    questions = by_key(next_token.check_questions(logits, next_token.distribution(logits, tokenizer), None, tokenizer))
+
+    answer_question(at, "next-token/nll", fmt(loss + 0.5, 2))
+    assert verdicts(at)["wrong"] == [f"Not quite. Hint: {questions['nll'].hint}"]
+    answer_question(at, "next-token/nll", fmt(loss, 2))
+    assert verdicts(at)["right"] == [f"Right. {questions['nll'].reason}"]
+    answer_question(at, "next-token/greedy", reveal=True)
+    assert verdicts(at)["revealed"] == [f"The answer: {name(tokenizer, int(z.argmax()))}. {questions['greedy'].reason}"]
+    assert not at.exception
+
+    at.slider(key="next_temperature").set_value(1.5).run()  # now the temperature would be lowered to 0.75
+    asked = next(t.value for t in at.text if t.value.startswith("If the temperature were lowered from 1.5 to 0.75"))
+    assert "would the probability of the most likely token" in asked
+    answer_question(at, "next-token/temperature", "go up")
+    assert any(v.startswith("Right. Its probability is ") for v in verdicts(at)["right"])
+
+    greedy = int(z.argmax())
+    at.selectbox(key="next_true").set_value(greedy).run()  # the learner's own true next token replaces the stand-in
+    assert any(t.value.startswith(f"The true next token you chose, {readable_token(tokenizer, greedy)},")
+               for t in at.text)
+    answer_question(at, "next-token/nll", fmt(F.cross_entropy(z[None], torch.tensor([greedy])).item(), 2))
+    assert any(v.startswith("Right. The loss of a position is -log p") for v in verdicts(at)["right"])
+    assert not at.exception
+
+
+# --- Chat fine-tuning loss ----------------------------------------------------------------------------
+
+def chat_reference(loaded, user: str, answer: str, system: str | None) -> dict:
+    """The count and the two losses from transformers' own chat template and the model's own loss: the
+    counted labels are the tokens after the prompt (rendered with add_generation_prompt) up to and
+    including the first end-of-turn token."""
+    tokenizer = loaded.tokenizer
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": user}, {"role": "assistant", "content": answer}]
+    ids = tokenizer.apply_chat_template(messages)["input_ids"]
+    start = len(tokenizer.apply_chat_template(messages[:-1], add_generation_prompt=True)["input_ids"])
+    end = ids.index(tokenizer.convert_tokens_to_ids("<|im_end|>"), start) + 1
+    labels = [-100] * start + ids[start:end] + [-100] * (len(ids) - end)
+    with torch.no_grad():
+        losses = [loaded.model(input_ids=torch.tensor([ids]), labels=torch.tensor([which])).loss.item()
+                  for which in (labels, ids)]
+    return {"count": end - start, "answer only": losses[0], "every token": losses[1], "positions": len(ids) - 1}
+
+
+@pytest.mark.parametrize("user, answer, system, compared", [
+    ("What is the capital of France?", "The capital of France is Paris.", None, "below"),
+    ("What is 2+2?", "Bananas purple octopus seventeen.", None, "above"),
+    ("Say hi", "Hi!", "Be terse.", "above"),
+])
+def test_chat_questions_follow_the_conversation(bundled, user, answer, system, compared):
+    expected = chat_reference(bundled, user, answer, system)
+    result = chat_loss.analyse_sft(bundled, user, answer, system)
+    questions = by_key(chat_loss.check_questions(result))
+    assert list(questions) == list(lesson.STEPS[CHAT_PAGE].questions)
+    assert questions["count"].answer == expected["count"]
+    assert f"of the {expected['positions']} positions" in questions["count"].reason
+    gap = expected["answer only"] - expected["every token"]
+    assert abs(gap) > 0.01 and compared == ("above" if gap > 0 else "below")  # clear of rounding, both ways
+    assert questions["compare"].answer == compared
+    # the reason's mean over the positions outside the answer, from the two reference losses
+    rest = (expected["every token"] * expected["positions"] - expected["answer only"] * expected["count"]) / (
+        expected["positions"] - expected["count"])
+    mean = float(re.search(r"average -log p = ([0-9.]+)", questions["compare"].reason).group(1))
+    assert mean == pytest.approx(rest, abs=1e-4)
+    pulled = "down" if compared == "above" else "up"
+    assert f"pulls the mean over every token {pulled}" in questions["compare"].reason
+
+
+def test_chat_page_checks_hints_and_reveals(bundled):
+    at = open_page(CHAT_PAGE)
+    user, answer = at.text_input(key="chat_user").value, at.text_input(key="chat_answer").value
+    expected = chat_reference(bundled, user, answer, None)
+    questions = by_key(chat_loss.check_questions(chat_loss.analyse_sft(bundled, user, answer)))
+
+    answer_question(at, "chat-loss/count", str(expected["count"] + 1))
+    assert verdicts(at)["wrong"] == [f"Not quite. Hint: {questions['count'].hint}"]
+    answer_question(at, "chat-loss/count", str(expected["count"]))
+    assert verdicts(at)["right"] == [f"Right. {questions['count'].reason}"]
+    compared = "above" if expected["answer only"] > expected["every token"] else "below"
+    answer_question(at, "chat-loss/compare", reveal=True)
+    assert verdicts(at)["revealed"] == [f"The answer: {compared}. {questions['compare'].reason}"]
+    assert not at.exception
+
+    at.text_input(key="chat_answer").set_value("Bananas purple octopus seventeen.").run()  # now above
+    answer_question(at, "chat-loss/compare", "above")
+    assert any(v.startswith("Right. The answer-only loss, ") for v in verdicts(at)["right"])
+    assert not at.exception
