@@ -1,9 +1,9 @@
 import pandas as pd
 import streamlit as st
 
-from lmviz.bert_analysis import (NothingSelected, analyse_mlm, analyse_mlm_at, mask_positions, maskable_positions,
-                                 unknown_words)
-from lmviz.classroom import term
+from lmviz.bert_analysis import (NothingSelected, analyse_mlm, analyse_mlm_at, check_questions_mlm, mask_positions,
+                                 maskable_positions, unknown_words)
+from lmviz.classroom import check_yourself, term
 from lmviz.compare import (a_variant, align, aligned_table, compare, how_the_shares_add_up, mlm_version, positions_in_b,
                            signed, summary)
 from lmviz.corpus import generate_corpus
@@ -201,3 +201,4 @@ st.info(f"A causal LM would score {tokens - 1} predictions in these {tokens} tok
 
 comparing = mode == CHOSEN and st.session_state.get("mlm_compare", False)
 show_code(create_mlm_mask if mode == RANDOM else mask_positions, mlm_loss, *([compare, align] if comparing else []))
+check_yourself("masked-lm", check_questions_mlm(result))

@@ -6,9 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from lmviz import plots
-from lmviz.analysis import (REFERENCE_TEXT, NotEnoughMemory, analyse_batch, analyse_clm, length_limit, loss_three_ways,
-                            score_positions)
-from lmviz.classroom import term
+from lmviz.analysis import (REFERENCE_TEXT, NotEnoughMemory, analyse_batch, analyse_clm, check_questions, length_limit,
+                            loss_three_ways, score_positions)
+from lmviz.classroom import check_yourself, is_answered, term
 from lmviz.compare import a_variant, align, aligned_table, clm_version, compare, how_the_shares_add_up, signed, summary
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.palettes import LOSS_SCALE, loss_colour
@@ -104,6 +104,8 @@ add_bos = st.checkbox(
          "and gets no loss. Which token is added is said under the tokens.",
 )
 st.query_params.update({"text": text, "bos": "1" if add_bos else "0"})
+predicting = st.checkbox("Predict first: hide each token's loss until I guess which costs the most",
+                         key="sentence_predict", help="For learning alone, or for asking the room before showing it.")
 # a checkbox, like the start token's just above: the two settings of what is scored
 comparing = st.checkbox("Compare with another version", key="sentence_compare",
                         help="A second text, scored by the same model: both losses, their difference, the tokens "
@@ -184,45 +186,55 @@ st.subheader("1. The tokens the model reads")
 st.markdown(" ".join(f":gray-background[{escape_markdown(t)}]" for t in result.tokens))
 st.caption("␣ is a space that belongs to the token. " + escape_markdown(start_marker_sentence(loaded.tokenizer, result)))
 
-st.subheader("2. Inputs and labels: the labels are the inputs shifted one place left")
-table = pd.DataFrame({
-    "position": [r.position for r in result.rows],
-    "input token": [r.input_token for r in result.rows],
-    "label (next token)": [r.target_token for r in result.rows],
-    "label id": [r.target_id for r in result.rows],
-    "p(label)": [fmt_prob(r.prob) for r in result.rows],
-    "-log p(label)": [fmt(r.nll) for r in result.rows],
-    "rank": [r.rank for r in result.rows],
-})
-show_top_k = st.toggle("Show the model's top 5 guesses at each position")
-if show_top_k:
-    table["top 5 guesses"] = [", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in result.rows]
-st.dataframe(table, hide_index=True, column_config={"top 5 guesses": st.column_config.TextColumn(width="large")})
-st.caption(f"{len(result.tokens)} tokens give {len(result.rows)} predictions: the last token has no next token. "
-           "Rank 1 means the label was the model's favourite.")
-# A row's p is one entry of a whole distribution over the vocabulary: the Next token page shows it all.
-first_openable = 1 if result.bos_added else 0  # position 0 after a start token: no text before the label
-if len(result.rows) > first_openable:
-    pick, link = st.columns([2, 3], vertical_alignment="bottom")
-    position = pick.selectbox("Where does a row's p come from? Position", range(first_openable, len(result.rows)),
-                              key="sentence_to_next", format_func=lambda t: f"{t}: {result.rows[t].input_token} → "
-                                                                            f"{result.rows[t].target_token}")
-    link.page_link("app_pages/next_token.py", icon=":material/casino:",
-                   label=f"Every token the model weighed at position {position}, on the Next token page",
-                   query_params={"text": loaded.tokenizer.decode(result.input_ids[first_openable:position + 1]),
-                                 "bos": "1" if result.bos_added else "0", "next": str(result.rows[position].target_id),
-                                 "model": loaded.name})
-st.download_button("Download the table (CSV)", table.map(spreadsheet_safe).to_csv(index=False).encode(),
-                   "lmviz_tokens.csv", "text/csv")
+questions = check_questions(result)
+if predicting and not is_answered("sentence", "highest"):
+    st.subheader("2. Predict first")
+    st.markdown("Each token's loss is hidden until you say which one you expect to cost the most (or show the "
+                "answer). The tokens are above; think of which next token the model could least expect.")
+    check_yourself("sentence", [q for q in questions if q.key == "highest"], heading="Your prediction")
+    if is_answered("sentence", "highest"):
+        st.rerun()  # answered in this run: show the losses now
+else:
+    st.subheader("2. Inputs and labels: the labels are the inputs shifted one place left")
+    table = pd.DataFrame({
+        "position": [r.position for r in result.rows],
+        "input token": [r.input_token for r in result.rows],
+        "label (next token)": [r.target_token for r in result.rows],
+        "label id": [r.target_id for r in result.rows],
+        "p(label)": [fmt_prob(r.prob) for r in result.rows],
+        "-log p(label)": [fmt(r.nll) for r in result.rows],
+        "rank": [r.rank for r in result.rows],
+    })
+    show_top_k = st.toggle("Show the model's top 5 guesses at each position")
+    if show_top_k:
+        table["top 5 guesses"] = [", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in result.rows]
+    st.dataframe(table, hide_index=True, column_config={"top 5 guesses": st.column_config.TextColumn(width="large")})
+    st.caption(f"{len(result.tokens)} tokens give {len(result.rows)} predictions: the last token has no next token. "
+               "Rank 1 means the label was the model's favourite.")
+    # A row's p is one entry of a whole distribution over the vocabulary: the Next token page shows it all.
+    first_openable = 1 if result.bos_added else 0  # position 0 after a start token: no text before the label
+    if len(result.rows) > first_openable:
+        pick, link = st.columns([2, 3], vertical_alignment="bottom")
+        position = pick.selectbox("Where does a row's p come from? Position", range(first_openable, len(result.rows)),
+                                  key="sentence_to_next", format_func=lambda t: f"{t}: {result.rows[t].input_token} → "
+                                                                                f"{result.rows[t].target_token}")
+        link.page_link("app_pages/next_token.py", icon=":material/casino:",
+                       label=f"Every token the model weighed at position {position}, on the Next token page",
+                       query_params={"text": loaded.tokenizer.decode(result.input_ids[first_openable:position + 1]),
+                                     "bos": "1" if result.bos_added else "0", "next": str(result.rows[position].target_id),
+                                     "model": loaded.name})
+    st.download_button("Download the table (CSV)", table.map(spreadsheet_safe).to_csv(index=False).encode(),
+                       "lmviz_tokens.csv", "text/csv")
 
-st.subheader("3. The loss at each position")
-show_chart(plots.token_loss_bars([r.target_token for r in result.rows], [r.nll for r in result.rows], result.loss,
-                                 [r.prob for r in result.rows]), key="token_loss_bars")
-st.html(loss_scale_legend())
-st.html(coloured_sentence(result))
-st.caption("Under each predicted token, its loss -log p; its colour is the step of the scale above that the "
-           "loss falls in: the darker, the more the token surprised the model. Hover over a token for its p.")
-st.caption(escape_markdown(first_label_sentence(score(choice, with_start=False), score(choice, with_start=True))))
+    st.subheader("3. The loss at each position")
+    show_chart(plots.token_loss_bars([r.target_token for r in result.rows], [r.nll for r in result.rows], result.loss,
+                                     [r.prob for r in result.rows]), key="token_loss_bars")
+    st.html(loss_scale_legend())
+    st.html(coloured_sentence(result))
+    st.caption("Under each predicted token, its loss -log p; its colour is the step of the scale above that the "
+               "loss falls in: the darker, the more the token surprised the model. Hover over a token for its p.")
+    st.caption(escape_markdown(first_label_sentence(score(choice, with_start=False), score(choice, with_start=True))))
+
 
 st.subheader("4. The mean, checked three ways")
 st.markdown(f"The loss at the top of the page, **{fmt(result.loss)}**, is the mean of the {len(result.rows)} "
@@ -244,3 +256,5 @@ else:
     st.caption("One label has probability exactly 0 under this model (a logit of −∞), so the loss is infinite.")
 
 show_code(analyse_clm, analyse_batch, score_positions, loss_three_ways, *([compare, align] if comparing else []))
+check_yourself("sentence", [q for q in questions if q.key != "highest" or not predicting
+                            or is_answered("sentence", "highest")])

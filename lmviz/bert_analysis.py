@@ -350,6 +350,14 @@ def check_questions_mlm(result: MlmAnalysis) -> list[Question]:
         reason=f"Only the {n} selected positions have a label (not -100); the loss is the mean of their -log p, "
                f"and the other {result.num_eligible - n} tokens and the special tokens count nothing.",
         hint="count the positions whose label is not -100 in the table of section 2, Labels and predictions.")]
+    nlls = [r.nll for r in selected]
+    listed = ", ".join(fmt(v) for v in nlls) if n <= 8 else f"the {n} numbers section 3 lists"
+    questions.append(Question(
+        "mean", f"The -log p of the selected positions are {listed}. What is the masked-LM loss?", result.loss,
+        reason=f"The loss is the mean over the selected positions only: ({' + '.join(fmt(v) for v in nlls)}) / {n} "
+               f"= {fmt(result.loss)}.",
+        hint="add the selected positions' -log p and divide by how many there are; section 3, The loss over the "
+             "selected positions, writes the sum out."))
     kept = [r for r in selected if r.branch == Branch.KEPT]
     # one kept position among the selected ones that are not kept, so that exactly one choice is right
     offered = [r for r in selected if r.branch != Branch.KEPT or r is kept[0]] if kept else []

@@ -213,11 +213,15 @@ def progress_sentence(done: set[str]) -> str:
     return f"{count} of {lesson.total_questions()} check-yourself questions answered."
 
 
-def check_yourself(step_name: str, questions: list[quiz.Question]) -> None:
+def is_answered(step_name: str, question_key: str) -> bool:
+    return f"{step_name}/{question_key}" in answered()
+
+
+def check_yourself(step_name: str, questions: list[quiz.Question], heading: str = "Check yourself") -> None:
     """The page's questions, each in a form of its own: Check says right, or gives a hint;
     Show the answer reveals it (for a teacher asking the room, too)."""
     step = next(step for step in lesson.PATH if step.url_path == step_name)
-    st.subheader("Check yourself")
+    st.subheader(heading)
     st.caption("Questions made from the numbers on this page as it is now: change the input and they change. "
                "Numbers are right within 0.01, or 1 % of a larger answer; counts, exactly.")
     for question in questions:

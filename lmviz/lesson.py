@@ -45,7 +45,7 @@ PATH = (
          ("count", "means", "ignored")),
     Step("app_pages/masked_lm.py", "masked-lm", "Masked LM", ":material/theater_comedy:",
          "how BERT hides tokens and is scored only where it had to guess",
-         ("count", "kept")),
+         ("count", "mean", "kept")),
     Step("app_pages/next_sentence.py", "nsp", "Next sentence", ":material/compare_arrows:",
          "how BERT's second task turns two scores into p(B follows A) and a loss",
          ("probability", "loss")),

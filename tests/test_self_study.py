@@ -145,3 +145,57 @@ def test_your_sentence_questions_follow_the_text(tiny_loaded, text, add_bos):
     assert len(questions["highest"].choices) <= 8 and questions["highest"].answer in questions["highest"].choices
     assert questions["count"].answer == len(ids) - 1
     assert questions["perplexity"].answer == pytest.approx(math.exp(nll.mean().item()), rel=1e-5)
+
+
+def test_your_sentence_predict_first_hides_the_losses_until_the_guess(bundled):
+    from lmviz.analysis import analyse_clm, check_questions
+
+    at = open_page("app_pages/your_sentence.py")
+    at.checkbox(key="sentence_predict").check().run()
+    assert not at.exception
+    headings = [h.value for h in at.subheader]
+    assert "2. Predict first" in headings and "3. The loss at each position" not in headings
+    assert not [chart for chart in at.get("plotly_chart")]  # no per-token chart yet
+    question = {q.key: q for q in check_questions(analyse_clm(bundled, "The capital of France is Paris."))}["highest"]
+    wrong = next(choice for choice in question.choices if choice != question.answer)
+    answer_question(at, "sentence/highest", wrong)
+    assert any(message.startswith("Not quite. Hint: ") for message in verdicts(at)["wrong"])
+    assert "3. The loss at each position" not in [h.value for h in at.subheader]  # a wrong guess reveals nothing
+    answer_question(at, "sentence/highest", question.answer)
+    headings = [h.value for h in at.subheader]
+    assert "3. The loss at each position" in headings and "2. Predict first" not in headings
+    assert f"Right. {question.reason}" in verdicts(at)["right"]
+    assert not at.exception
+
+
+def test_your_sentence_checks_the_perplexity_of_its_own_loss(bundled):
+    from lmviz.analysis import analyse_clm
+
+    at = open_page("app_pages/your_sentence.py")
+    at.text_area(key="text").input("Dogs bark at night.").run()
+    expected = analyse_clm(bundled, "Dogs bark at night.")
+    answer_question(at, "sentence/perplexity", str(round(expected.perplexity * 1.02, 4)))  # 2 % off: wrong
+    assert any(message.startswith("Not quite. Hint: ") for message in verdicts(at)["wrong"])
+    answer_question(at, "sentence/perplexity", str(round(math.exp(float(fmt(expected.loss))), 2)))
+    assert any(message.startswith("Right. Perplexity = e^loss") for message in verdicts(at)["right"])
+    answer_question(at, "sentence/count", reveal=True)
+    assert any(v.startswith(f"The answer: {len(expected.rows)}. ") for v in verdicts(at)["revealed"])
+
+
+def test_masked_lm_page_asks_how_many_positions_count():
+    at = open_page("app_pages/masked_lm.py")
+    counted = int(next(m.value for m in at.metric if m.label.startswith("Positions selected")))
+    answer_question(at, "masked-lm/count", str(counted + 1))
+    assert any(message.startswith("Not quite. Hint: ") for message in verdicts(at)["wrong"])
+    answer_question(at, "masked-lm/count", str(counted))
+    assert any(message.startswith("Right. Only the ") for message in verdicts(at)["right"])
+    answer_question(at, "masked-lm/count", reveal=True)
+    assert any(v.startswith(f"The answer: {counted}. ") for v in verdicts(at)["revealed"])
+
+
+@pytest.mark.parametrize("step", lesson.PATH, ids=[step.url_path for step in lesson.PATH])
+def test_each_page_asks_its_own_questions_and_no_others(step):
+    at = open_page(step.page)
+    asked = {box.key.removeprefix(f"quiz-answer-{step.url_path}/") for box in [*at.text_input, *at.radio]
+             if box.key and box.key.startswith("quiz-answer-")}
+    assert asked <= set(step.questions) and len(asked) >= 2

@@ -116,8 +116,10 @@ def kept_by_hand(bert, text: str, seed: int, keep: float):
 @pytest.mark.parametrize("text, seed", [(STORY, 0), (STORY, 1), ("ben saw the red fox .", 2)])
 def test_mlm_questions_follow_the_mask(bert, text, seed):
     count, offered, kept = kept_by_hand(bert, text, seed, keep=0.5)
-    questions = keyed(check_questions_mlm(analyse_mlm(bert, text, seed, 1.0, 0.0, 0.5)))
+    analysis = analyse_mlm(bert, text, seed, 1.0, 0.0, 0.5)
+    questions = keyed(check_questions_mlm(analysis))
     assert set(questions) == set(lesson.STEPS["app_pages/masked_lm.py"].questions)
+    assert questions["mean"].answer == pytest.approx(analysis.loss_model, abs=1e-5)  # the model's own loss
     assert questions["count"].answer == count == len(text.split())  # a rate of 1 selects every word
     assert kept is not None and len(offered) > 1  # these seeds draw a kept position and another one
     assert questions["kept"].answer == kept and list(questions["kept"].choices) == offered
