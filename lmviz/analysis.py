@@ -318,7 +318,8 @@ def check_questions(result: ClmAnalysis) -> list[Question]:
                  label_name(rows[costliest]), choices=tuple(label_name(rows[t]) for t in offered),
                  reason=f"The model gave it p = {fmt_prob(rows[costliest].prob)}, so -log p = {fmt(rows[costliest].nll)}: "
                         "the less likely the model found the label, the more it costs.",
-                 hint="the chips above show each label's -log p, the chart ranks them; look for the tallest bar."),
+                 hint="the label the model could least expect from the tokens before it costs most: often an early "
+                      "one, with little before it, or a name; the chart of section 3 ranks them all."),
         Question("count", "Over how many labels is this text's loss the mean?", len(rows), digits=0,
                  reason=f"{len(result.tokens)} tokens give {len(rows)} labels: every token is predicted from the "
                         f"ones before it, except the first, which has none{start}.",
