@@ -199,3 +199,19 @@ def test_each_page_asks_its_own_questions_and_no_others(step):
     asked = {box.key.removeprefix(f"quiz-answer-{step.url_path}/") for box in [*at.text_input, *at.radio]
              if box.key and box.key.startswith("quiz-answer-")}
     assert asked <= set(step.questions) and len(asked) >= 2
+
+
+@pytest.mark.parametrize("step", lesson.PATH, ids=[step.url_path for step in lesson.PATH])
+def test_bad_input_in_an_answer_box_gets_a_sentence_on_every_page(step):
+    at = open_page(step.page)
+    boxes = [box.key for box in at.text_input if box.key and box.key.startswith(f"quiz-answer-{step.url_path}/")]
+    assert boxes, "every page asks at least one number"
+    key = boxes[0].removeprefix("quiz-answer-")
+    for typed in ["", "twelve", "nan", "∞", "1e999", "-inf"]:
+        answer_question(at, key, typed)
+        assert not at.exception
+        said = verdicts(at)["not an answer"]
+        assert any(message.startswith(("Type a number first", "Type a finite number", f"“{typed}” is not a number"))
+                   for message in said), (typed, said)
+    answer_question(at, key, "1e300")  # a number, only a wrong one
+    assert any(message.startswith("Not quite. Hint: ") for message in verdicts(at)["wrong"])
