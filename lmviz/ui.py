@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import html
 import inspect
+import logging
+import re
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Callable
 
 import streamlit as st
@@ -14,14 +17,16 @@ import streamlit as st
 from lmviz.analysis import NotEnoughMemory, analyse_clm
 from lmviz.bundled import prepare_bundled
 from lmviz.classroom import RESULT_PANEL, chart_font_px
-from lmviz.deployment import allowed_models, default_dtype
+from lmviz.deployment import allowed_models, default_dtype, local_paths_allowed
 from lmviz.masking import Branch
 from lmviz.models import (DEFAULT_MODEL, DTYPES, TINY_BERT, TINY_GPT, LoadedModel, ModelLoadError, available_devices,
-                          bert_candidates, load_bert, load_causal_lm)
+                          bert_candidates, check_visitor_name, load_bert, load_causal_lm)
 from lmviz.palettes import BLACK, MLM_BRANCH_COLOURS, fill_css
 from lmviz.prepare import cached_models
 from lmviz.serving import Batcher
 from lmviz.text import escape_markdown
+
+log = logging.getLogger(__name__)
 
 
 def result_panel():
@@ -151,23 +156,29 @@ def choose_bert():
     with st.expander("Model", expanded=False):
         name = st.selectbox("BERT model", choices, key="bert_choice",
                             help="bert-base-uncased is offered when it is cached here or the hub can be reached.")
+        folders = _folders_allowed()
         custom = "" if allowed_models() else st.text_input(
-            "…or a hub id / local folder of a BertForPreTraining model", key="bert_custom").strip()
+            f"…or a hub id{' / local folder' if folders else ''} of a BertForPreTraining model",
+            key="bert_custom").strip()
     if trained is not None and name == trained.name and not custom:
         st.caption(escape_markdown(f"Model: {trained.name}, {trained.source}."))
         return trained
-    name = custom or name
-    try:
-        with st.spinner(f"Loading {escape_markdown(name)}…"):
-            loaded = _load_bert_once(name, "auto")
-    except ModelLoadError as problem:
-        st.error(escape_markdown(str(problem)))
-        if name == TINY_BERT:
-            st.stop()
-        st.info(f"Using lmviz's own tiny BERT, {TINY_BERT}, instead.")
-        loaded = _load_bert_once(TINY_BERT, "auto")
+    loaded = _bert_or_tiny(custom or name, folders)
     st.caption(escape_markdown(f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}."))
     return loaded
+
+
+def _bert_or_tiny(name: str, folders_allowed: bool) -> LoadedModel:
+    """The BERT named, or with one sentence saying why not, lmviz's tiny BERT; the page stops when neither loads."""
+    try:
+        with st.spinner(f"Loading {escape_markdown(name)}…"):
+            return _load_bert_once(check_visitor_name(name, folders_allowed), "auto")
+    except Exception as error:  # also what a model folder or download throws: one sentence, not a traceback
+        st.error(escape_markdown(problem_for_visitor(name, error)))
+    if name == TINY_BERT:
+        st.stop()
+    st.info(f"Using lmviz's own tiny BERT, {TINY_BERT}, instead.")
+    return _bert_or_tiny(TINY_BERT, folders_allowed)
 
 
 @st.cache_resource(show_spinner=False, max_entries=3)
@@ -183,20 +194,70 @@ def get_batcher(name: str, device: str, dtype: str, token: str | None):
     return Batcher(get_model(name, device, dtype, token))
 
 
+# Where the whole error of a failed load goes instead of the page: the server's log.
+DETAIL = "details in the server's log"
+_EXCEPTION_CLASS = r"\b[A-Z]\w*(?:Error|Exception|Warning)\b"
+# An absolute path, or one in a home folder: not a hub id's "owner/name" (after a letter), nor a URL's path
+# (after ":", "/" or a host name's letter); the … is a path already shortened.
+_PATH = re.compile(r"(?<![\w.:/~…-])~?/(?:[^\s'\"`,;()<>]*[^\s'\"`,;()<>.])?|\b[A-Za-z]:\\[^\s'\"`,;()<>]*")
+
+
+def problem_for_visitor(name: str, error: BaseException) -> str:
+    """What a visitor is told of a model that could not be loaded: lmviz's sentence without what it would
+    reveal of the server (absolute paths, the home folder and with it the user name, exception classes, the
+    library's own detail), on every server alike; the whole error goes to the server's log. A folder keeps
+    its last part ("…/my-model"): enough for the teacher who typed it to recognise it."""
+    log.warning("Could not load the model %r", name, exc_info=error)
+    said = str(error) if isinstance(error, ModelLoadError) else f"Could not load {name!r} ({DETAIL})."
+    said = _without_causes(said, error)
+    said = re.sub(rf"\(\s*{_EXCEPTION_CLASS}[^()]*\)", f"({DETAIL})", said)  # detail not found in the causes
+    said = re.sub(rf"{_EXCEPTION_CLASS}:?\s*", "", said)
+    home = str(Path.home())
+    said = said.replace(home, "~") if len(home) > 1 else said
+    said = " ".join(_PATH.sub(_last_part, said).split())  # one line: a library's message can have several
+    return said if said.endswith((".", "!", "?")) else f"{said}."
+
+
+def _without_causes(said: str, error: BaseException) -> str:
+    """``said`` with the text of the exceptions that caused ``error`` replaced by DETAIL (lmviz's own
+    ModelLoadError sentences are kept: a message quotes them on purpose)."""
+    cause = error.__cause__ or error.__context__
+    while cause is not None:
+        if not isinstance(cause, ModelLoadError):
+            whole = str(cause).strip()
+            first = whole.splitlines()[0] if whole else ""
+            for detail in (f"{type(cause).__name__}: {whole}", f"{type(cause).__name__}: {first}", whole, first):
+                if len(detail) > 3:  # "" or "0" would match anywhere
+                    said = said.replace(detail, "\0")
+        cause = cause.__cause__ or cause.__context__
+    return re.sub(r"\(\s*\0\s*\)|\0", f"({DETAIL})", said)
+
+
+def _last_part(path: re.Match) -> str:
+    parts = re.split(r"[/\\]", path.group().rstrip("/\\"))
+    return f"…/{parts[-1]}" if len(parts) > 1 and parts[-1] not in ("", "~") else "…"
+
+
+def _folders_allowed() -> bool:
+    """lmviz.deployment.local_paths_allowed for this run: where this server listens (Streamlit's
+    server.address; unset means every interface) and whether this request came through a proxy."""
+    proxied = any(header in st.context.headers for header in ("X-Forwarded-For", "Forwarded", "X-Real-Ip"))
+    return local_paths_allowed(st.get_option("server.address"), proxied)
+
+
 def load_with_progress(name: str, device: str, dtype: str, token: str | None) -> tuple[Batcher | None, str]:
     """(the model's batcher, ""), or (None, one sentence saying why the model could not be loaded)."""
     shown = escape_markdown(name)
     try:
+        name = check_visitor_name(name, _folders_allowed())  # before anything reads the disk with the name
         if name == DEFAULT_MODEL:
             bar = st.progress(0.0, text=f"Preparing {shown}…")
             prepare_bundled(lambda fraction, message: bar.progress(fraction, text=message))
             bar.empty()
         with st.spinner(f"Loading {shown}…"):
             return get_batcher(name, device, dtype, token), ""
-    except ModelLoadError as problem:
-        return None, str(problem)
-    except Exception as error:  # anything else a model folder or download can throw: one sentence, not a traceback
-        return None, f"Could not load {name!r}: {type(error).__name__}: {error}"
+    except Exception as error:  # also what a model folder or download throws: one sentence, not a traceback
+        return None, problem_for_visitor(name, error)
 
 
 # What a causal-LM page scores with when the model it asks for cannot be loaded: the bundled model
@@ -259,8 +320,9 @@ def _model_settings(asked: str) -> tuple[str, str, str, str | None]:
             if asked not in allowed:
                 st.info(escape_markdown(f"The link asked for {asked!r}, which this deployment does not offer."))
         else:
+            folder = " or a local folder" if _folders_allowed() else ""  # offered only where it can be loaded
             name = st.text_input(
-                "Model: the bundled default, lmviz-tiny-gpt, a Hugging Face hub id (e.g. gpt2) or a local folder",
+                f"Model: the bundled default, lmviz-tiny-gpt or a Hugging Face hub id (e.g. gpt2){folder}",
                 value=asked, key="model_name",
             ).strip() or DEFAULT_MODEL
             cached = _cached_here("causal")
@@ -317,17 +379,15 @@ def warn_unknown_words(loaded, check, use_known_text: Callable, key: str) -> Non
     from lmviz.classroom import term  # (imported here, beside the one function of ui.py that needs them)
     from lmviz.models import BERT_HUB_ID
 
-    shown = 12  # enough to see the pattern; a pasted page of text would otherwise bury the result
+    shown = 5  # enough to see the pattern, short enough for the pinned panel on a 720-pixel projector
     words = ", ".join(f"“{escape_markdown(w)}”" for w in check.words[:shown])
     if len(check.words) > shown:
         words += f" and {len(check.words) - shown} more"
     english = "" if loaded.name == BERT_HUB_ID else (
-        f", or a model that knows English: {BERT_HUB_ID} under Model, which needs this machine's Hugging Face "
-        "cache (`python -m lmviz prepare`, run once while online, fills it) or the internet")
-    unk, pieces = escape_markdown(loaded.tokenizer.unk_token), term("WordPiece", "WordPiece ##")
+        f", or a model that knows English: {BERT_HUB_ID} under Model, after `python -m lmviz prepare` (once, online)")
     st.warning(
         f"**{escape_markdown(loaded.name)}, with {len(loaded.tokenizer):,} tokens, does not know most of these "
-        f"words**: {check.num_unknown} of {check.num_words} become {unk} or are spelled out in {pieces} pieces "
-        f"({words}), so the numbers below come from letters, not words. Use a text it knows{english}.")
+        f"words** ({check.num_unknown} of {check.num_words}: {words}): the numbers below come from "
+        f"{term('WordPiece', 'WordPiece ##')} pieces and letters, not words. Use a text it knows{english}.")
     st.button("Use a text it knows", key=key, on_click=use_known_text,
               help="Text from lmviz's own generated stories, the words this model was trained on")

