@@ -73,33 +73,54 @@ def from_pretrained(name: str, kind: str = "causal", tokenizer_class: str = "Aut
     return model, tokenizer
 
 
-def load_named(name: str, token: str | None, kind: str = "causal"):
-    """(model, tokenizer, source) for a local folder or a hub id."""
+def _from_hub_cache(name: str, kind: str):
+    """(model, tokenizer, source) from this machine's hub cache, or None when it is not downloaded yet."""
+    try:
+        model, tokenizer = from_pretrained(name, kind, local_files_only=True)
+    except (OSError, ValueError):
+        return None
+    return model, tokenizer, f"Hugging Face hub id {name} (from this machine's hub cache)"
+
+
+def load_named(name: str, token: str | None, kind: str = "causal", progress: Progress | None = None):
+    """(model, tokenizer, source) for a local folder or a hub id. A hub id not cached here is downloaded only
+    when its weights are within the download cap, one download at a time (``progress`` hears of the wait)."""
     what = KINDS[kind][1]
     if Path(name).expanduser().is_dir():
         try:
             model, tokenizer = from_pretrained(str(Path(name).expanduser()), kind, local_files_only=True)
         except Exception as error:  # a missing or damaged file fails in many ways (OSError, SafetensorError, ...)
+            detail = str(error).splitlines()[0] if str(error) else ""
             raise ModelLoadError(f"The folder {name!r} is not a {what} transformers can read "
-                                 f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from error
+                                 f"({type(error).__name__}: {detail})") from error
         return model, tokenizer, f"local folder {name}"
-    try:
-        model, tokenizer = from_pretrained(name, kind, local_files_only=True)
-        return model, tokenizer, f"Hugging Face hub id {name} (from this machine's hub cache)"
-    except (OSError, ValueError):
-        pass  # not downloaded yet
+    cached = _from_hub_cache(name, kind)  # already downloaded: not checked again, loads offline
+    if cached is not None:
+        return cached
     if not hub_reachable():
         raise ModelLoadError(
             f"{name!r} is not on this machine and the Hugging Face hub cannot be reached (no answer within "
             f"{HUB_ANSWER_SECONDS:g} s), so it cannot be downloaded."
         )
-    try:
-        model, tokenizer = from_pretrained(name, kind, token=token or None)
-    except (OSError, ValueError) as error:
-        raise ModelLoadError(
-            f"Could not load {name!r} from the Hugging Face hub: it is not a {what}, "
-            f"or it is gated and needs an access token ({str(error).splitlines()[0]})."
-        ) from error
+    return _download(name, kind, token, progress)
+
+
+def _download(name: str, kind: str, token: str | None, progress: Progress | None):
+    """(model, tokenizer, source) from the hub, when its weights are within the cap; one download at a time."""
+    from lmviz import hub  # here, not at the top: lmviz.hub imports this module's ModelLoadError
+
+    weights = hub.checked_weights(name, token)  # before waiting: a model over the cap is refused at once
+    with hub.one_download(name, progress):
+        cached = _from_hub_cache(name, kind)  # the download this one waited for may have been the same model
+        if cached is not None:
+            return cached
+        try:
+            hub.download_weights(name, weights, token)
+            model, tokenizer = from_pretrained(name, kind, token=token or None)
+        except (OSError, ValueError) as error:
+            detail = (str(error).splitlines() or [type(error).__name__])[0]
+            raise ModelLoadError(f"Could not load {name!r} from the Hugging Face hub: it is not a {KINDS[kind][1]}, "
+                                 f"or it is gated and needs an access token ({detail}).") from error
     return model, tokenizer, f"Hugging Face hub id {name}"
 
 

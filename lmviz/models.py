@@ -8,12 +8,15 @@ requirements.txt) the default is the same model from the hub.
 
 from __future__ import annotations
 
+import os
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from lmviz.bundled import GGUF_PACKAGE, load_bundled
 from lmviz.deployment import allowed_models, check_allowed, default_dtype
@@ -74,12 +77,52 @@ def _check_name_and_dtype(name: str, dtype: str) -> str:
     return check_allowed(name)
 
 
+FOLDERS_REFUSED = ("This server does not load models from its own folders; name a model from the list or a "
+                   "Hugging Face hub id.")
+
+
+def check_visitor_name(name: str, folders_allowed: bool) -> str:
+    """The model name a visitor of the web app typed, stripped, when it may be loaded; else ModelLoadError.
+    Without folders_allowed (lmviz.deployment.local_paths_allowed) only lmviz's own names, the deployment's
+    list and hub ids pass. Decided on the text alone, before anything touches the disk: asking the disk
+    whether a visitor's path is a folder would tell them what the server holds."""
+    name = check_allowed(name)
+    if folders_allowed or name in (DEFAULT_MODEL, *SHIPPED) or name in (allowed_models() or ()):
+        return name
+    if _looks_like_path(name):
+        raise ModelLoadError(FOLDERS_REFUSED)
+    try:
+        validate_repo_id(name)  # also what keeps transformers from reading a folder: "a/b/c", "x/../y"
+    except HFValidationError:
+        raise ModelLoadError("That model name is neither a Hugging Face hub id (a name such as gpt2 or owner/model) "
+                             "nor one of lmviz's own models.") from None  # not echoed: it can be a page long
+    # transformers reads "docs/x" or "gpt2" as a folder when the working folder (the app's checkout) has one by
+    # that name: listed here, without the visitor's name, so that no hub id reaches into it
+    if name.split("/")[0] in _working_folder():
+        raise ModelLoadError(FOLDERS_REFUSED)
+    return name
+
+
+def _working_folder() -> list[str]:
+    try:
+        return os.listdir()
+    except OSError:  # unreadable: its entries can still be reached, but not listed; nothing better to do
+        return []
+
+
+def _looks_like_path(name: str) -> bool:
+    """/abs, ~user, ./here, ../up, C:\\, a\\b, a/b/c or a/../b: never a hub id, which is "name" or "owner/name"."""
+    parts = name.replace("\\", "/").split("/")
+    return (name.startswith(("/", "~", ".")) or "\\" in name or re.match(r"[A-Za-z]:", name) is not None
+            or ".." in parts or "." in parts or (len(parts) > 2 and "://" not in name))
+
+
 def _load_shipped(name: str, kind: str):
     """lmviz's own tiny models, from assets/ (scripts/pretrain_tiny.py writes them)."""
     try:
         return from_pretrained(str(SHIPPED[name]), kind, local_files_only=True)
     except Exception as error:  # missing or damaged: say how to rebuild it
-        raise ModelLoadError(f"lmviz's own model {name} is missing or damaged in {SHIPPED[name]}; "
+        raise ModelLoadError(f"lmviz's own model {name} is missing or damaged in assets/{SHIPPED[name].name}; "
                              "rebuild it with: python -m scripts.pretrain_tiny") from error
 
 

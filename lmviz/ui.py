@@ -207,7 +207,10 @@ def problem_for_visitor(name: str, error: BaseException) -> str:
     reveal of the server (absolute paths, the home folder and with it the user name, exception classes, the
     library's own detail), on every server alike; the whole error goes to the server's log. A folder keeps
     its last part ("…/my-model"): enough for the teacher who typed it to recognise it."""
-    log.warning("Could not load the model %r", name, exc_info=error)
+    if isinstance(error, ModelLoadError) and error.__cause__ is None:  # lmviz's own refusal: its sentence is all
+        log.info("Did not load the model %r: %s", name, error)
+    else:
+        log.warning("Could not load the model %r", name, exc_info=error)
     said = str(error) if isinstance(error, ModelLoadError) else f"Could not load {name!r} ({DETAIL})."
     said = _without_causes(said, error)
     said = re.sub(rf"\(\s*{_EXCEPTION_CLASS}[^()]*\)", f"({DETAIL})", said)  # detail not found in the causes
@@ -254,7 +257,12 @@ def load_with_progress(name: str, device: str, dtype: str, token: str | None) ->
             bar = st.progress(0.0, text=f"Preparing {shown}…")
             prepare_bundled(lambda fraction, message: bar.progress(fraction, text=message))
             bar.empty()
-        with st.spinner(f"Loading {shown}…"):
+        from lmviz.hub import waiting_sentence  # (here: the one function of ui.py that needs it)
+
+        # A download under way for another page makes this one wait (one at a time, lmviz.hub): said in the
+        # spinner, which shows only while the load takes time (the sentence cannot be updated from inside the
+        # cached loader: Streamlit would replay it on every later cache hit).
+        with st.spinner(f"Loading {shown}… {escape_markdown(waiting_sentence(name))}".rstrip()):
             return get_batcher(name, device, dtype, token), ""
     except Exception as error:  # also what a model folder or download throws: one sentence, not a traceback
         return None, problem_for_visitor(name, error)
