@@ -61,6 +61,20 @@ def tiny_loaded(tiny_gpt2, tiny_tokenizer):
 
 
 @pytest.fixture(scope="session")
+def tiny_bert_loaded():
+    """A BERT with masked-LM and next-sentence heads, random weights, over a tokenizer of lmviz's story words."""
+    from lmviz.corpus import generate_corpus
+    from lmviz.models import LoadedModel
+    from lmviz.training import build_model, train_tokenizer
+
+    corpus = generate_corpus(num_train=200, num_validation=10, seed=2)
+    tokenizer = train_tokenizer([s.text for s in corpus.train])
+    torch.manual_seed(0)
+    model = build_model("mlm+nsp", "tiny", tokenizer).eval()
+    return LoadedModel(model, tokenizer, "random tiny BERT", "built in the tests", "cpu", "float32", 0.0)
+
+
+@pytest.fixture(scope="session")
 def bundled():
     """The bundled SmolLM2-135M-Instruct, loaded offline once for the whole run."""
     from lmviz.models import load_causal_lm

@@ -8,23 +8,11 @@ import torch.nn.functional as F
 
 from lmviz.bert_analysis import (NothingSelected, NotMaskable, analyse_bert_loss, analyse_mlm, analyse_mlm_at,
                                  analyse_nsp, maskable_positions)
-from lmviz.corpus import generate_corpus
 from lmviz.masking import Branch
-from lmviz.models import LoadedModel
 from lmviz.text import NothingToScore
-from lmviz.training import build_model, train_tokenizer
 from tests.helpers import one_sentence
 
 TEXT = "anna and ben went to the park . anna saw a red fox near the pond ."
-
-
-@pytest.fixture(scope="module")
-def tiny_bert_loaded():
-    corpus = generate_corpus(num_train=200, num_validation=10, seed=2)
-    tokenizer = train_tokenizer([s.text for s in corpus.train])
-    torch.manual_seed(0)
-    model = build_model("mlm+nsp", "tiny", tokenizer).eval()
-    return LoadedModel(model, tokenizer, "random tiny BERT", "built in the tests", "cpu", "float32", 0.0)
 
 
 def test_mlm_loss_equals_the_models_own_and_rows_show_the_work(tiny_bert_loaded):

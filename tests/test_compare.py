@@ -9,10 +9,7 @@ from lmviz.analysis import analyse_clm
 from lmviz.bert_analysis import analyse_mlm_at, maskable_positions
 from lmviz.compare import (CHANGED, ONLY_A, ONLY_B, SAME, Version, a_variant, align, clm_version, compare, mlm_version,
                            positions_in_b, signed, summary)
-from lmviz.corpus import generate_corpus
-from lmviz.models import LoadedModel
 from lmviz.numbers import fmt
-from lmviz.training import build_model, train_tokenizer
 from lmviz.ui import escape_markdown
 from tests.helpers import open_page
 
@@ -89,15 +86,6 @@ def test_clm_comparison_equals_cross_entropy_row_by_row(tiny_loaded, add_bos):
     assert sum(r.share for r in result.rows) == pytest.approx(result.difference, abs=1e-6)
     biggest = max(result.rows, key=lambda r: abs(r.share))
     assert result.decisive[0] == biggest
-
-
-@pytest.fixture(scope="module")
-def tiny_bert_loaded():
-    corpus = generate_corpus(num_train=200, num_validation=10, seed=2)
-    tokenizer = train_tokenizer([s.text for s in corpus.train])
-    torch.manual_seed(0)
-    model = build_model("mlm+nsp", "tiny", tokenizer).eval()
-    return LoadedModel(model, tokenizer, "random tiny BERT", "built in the tests", "cpu", "float32", 0.0)
 
 
 def reference_mlm_nll(loaded, text: str, positions: list[int]) -> torch.Tensor:
