@@ -11,6 +11,11 @@ from the first visit (the default) and without (LMVIZ_WARM_START=0). The weights
 cache on disk is warm in both rows (the model has been dequantised on this machine
 before); the dequantisation a brand-new machine adds (~40 s) is the last row,
 in the full run only.
+
+    python -m benchmarks.first_visit --home-drawn URL
+
+opens URL's home page in a fresh chromium and prints the Unix time at which it was drawn: scripts/rehearse_docker
+times a server it started itself (process start -> home page drawn) with it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,26 @@ from lmviz.bundled import prepare_bundled
 from scripts.live_server import CHROMIUM_FLAGS, LOSS_METRIC, ROOT, running_server
 
 
+def open_home(browser, url: str):
+    """A new 1280x720 tab on url's home page, returned once the page's links to the lessons are drawn."""
+    tab = browser.new_page(viewport={"width": 1280, "height": 720})
+    tab.goto(url)
+    tab.wait_for_selector("[data-testid='stPageLink']", timeout=120_000)
+    return tab
+
+
+def home_drawn_at(chromium: str, url: str) -> float:
+    """The Unix time at which url's home page was drawn in a fresh chromium (the launch counts, as in a visit)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        open_home(browser, url)
+        drawn = time.time()
+        browser.close()
+        return drawn
+
+
 def first_visit(chromium: str, wait: float, environment: dict[str, str]) -> tuple[float, float, float]:
     """Seconds from starting the server to /_stcore/health answering and to the home page drawn,
     and from opening Your sentence to its loss on screen."""
@@ -37,9 +62,7 @@ def first_visit(chromium: str, wait: float, environment: dict[str, str]) -> tupl
         with running_server(ROOT / "artifacts" / "first-visit-benchmark.log") as url, sync_playwright() as p:
             health = time.perf_counter() - server_start
             browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
-            tab = browser.new_page(viewport={"width": 1280, "height": 720})
-            tab.goto(url)
-            tab.wait_for_selector("[data-testid='stPageLink']", timeout=120_000)
+            tab = open_home(browser, url)
             home = time.perf_counter() - server_start
             # the teacher talking between the two pages: the pause this benchmark is about (the warm start
             # has this long to load the model), not a wait for something on screen
@@ -62,10 +85,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a shorter wait and no cold-cache row (for CI)")
     parser.add_argument("--wait", type=float, default=60.0, help="seconds between the home page and Your sentence")
+    parser.add_argument("--home-drawn", metavar="URL",
+                        help="only print the Unix time at which URL's home page is drawn")
     args = parser.parse_args()
     chromium = shutil.which("chromium")
     if chromium is None:
         print("chromium is not installed (apt-get install chromium): nothing measured.")
+        raise SystemExit(1 if args.home_drawn else 0)  # a caller waiting for a time must not read this as one
+    if args.home_drawn:
+        print(f"{home_drawn_at(chromium, args.home_drawn):.3f}")
         return
     wait = 20.0 if args.quick else args.wait
     prepare_bundled()  # the weights cache on disk is warm for the first two rows
