@@ -120,7 +120,9 @@ sys.exit(lmviz.__main__.main(["clm", {LONG!r}, "--model", {wide_model!r}]))
 def test_the_page_says_one_sentence_when_memory_runs_out(wide_model):
     out = child_json(f"""
 import json
+import os
 from streamlit.testing.v1 import AppTest
+os.environ["LMVIZ_ALLOW_LOCAL_PATHS"] = "1"  # the wide model is a folder: a page loads one where the host allows
 at = AppTest.from_file("app.py", default_timeout=120)
 at.query_params.update({{"model": {wide_model!r}, "text": {SHORT!r}}})
 at.run()  # the first run registers the pages (st.navigation)

@@ -13,13 +13,17 @@ from tests.e2e.helpers import assert_no_error, settle
 def answer_first_question(tab) -> None:
     """Show the first question's answer, then give exactly that answer and Check it: it must be right."""
     form = tab.locator("[data-testid='stForm']").first
+    answer_box = form.locator("input[type='text'], [data-testid='stRadio']")
+    expect(answer_box).to_have_count(1, timeout=120_000)  # a box to type in, or answers to pick: drawn
+    typed = answer_box.evaluate("element => element.tagName") == "INPUT"
     form.get_by_role("button", name="Show the answer").click()
     revealed = form.locator("[data-testid='stAlertContentInfo']")
     expect(revealed).to_contain_text("The answer: ", timeout=120_000)
+    settle(tab)
     said = revealed.inner_text()
     said = said[said.index("The answer: "):]  # after the icon's name, which its font draws as the icon
     box = form.locator("input[type='text']")
-    if box.count():
+    if typed:
         box.fill(re.search(r"The answer: (-?[\d.]+)\.", said).group(1))
         box.press("Enter")  # Enter in a form's text box submits nothing: the learner presses Check
     else:
