@@ -27,7 +27,7 @@ import tempfile
 import time
 
 from lmviz.bundled import prepare_bundled
-from scripts.live_server import CHROMIUM_FLAGS, LOSS_METRIC, ROOT, running_server
+from scripts.live_server import CHROMIUM_FLAGS, LOSS_METRIC, ROOT, environment_set, running_server
 
 
 def open_home(browser, url: str):
@@ -55,9 +55,7 @@ def first_visit(chromium: str, wait: float, environment: dict[str, str]) -> tupl
     and from opening Your sentence to its loss on screen."""
     from playwright.sync_api import sync_playwright
 
-    saved = {key: os.environ.get(key) for key in environment}
-    os.environ.update(environment)
-    try:
+    with environment_set(environment):
         server_start = time.perf_counter()
         with running_server(ROOT / "artifacts" / "first-visit-benchmark.log") as url, sync_playwright() as p:
             health = time.perf_counter() - server_start
@@ -73,12 +71,6 @@ def first_visit(chromium: str, wait: float, environment: dict[str, str]) -> tupl
             sentence = time.perf_counter() - start
             browser.close()
             return health, home, sentence
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key)
-            else:
-                os.environ[key] = value
 
 
 def main() -> None:

@@ -18,7 +18,6 @@ with the tiny BERT: it proves the script works; its figures are not the app's.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -29,27 +28,12 @@ from pathlib import Path
 
 from lmviz.bundled import prepare_bundled
 from lmviz.models import BERT_HUB_ID, TINY_BERT
-from scripts.live_server import CHROMIUM_FLAGS, ROOT, SETTLED, running_server
+from scripts.live_server import CHROMIUM_FLAGS, ROOT, SETTLED, environment_set, running_server
 
 QUICK_PAGES = ("", "sentence", "masked-lm")  # url paths: the home page, a causal-LM page, a BERT page
 SETTINGS = [("float32", {"LMVIZ_LOW_MEMORY": "0"}), ("LMVIZ_LOW_MEMORY=1", {"LMVIZ_LOW_MEMORY": "1"})]
 TARGET_MB = 2500  # issue 17: the whole app under 2.5 GB with LMVIZ_LOW_MEMORY=1
 MODEL_CAPTION = "[data-testid='stMain'] [data-testid='stCaptionContainer']"
-
-
-@contextlib.contextmanager
-def environment_set(variables: dict[str, str]):
-    """These environment variables set while the block runs (a server started in it inherits them)."""
-    saved = {key: os.environ.get(key) for key in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key)
-            else:
-                os.environ[key] = value
 
 
 # --- the server's memory ---------------------------------------------------------------------------------

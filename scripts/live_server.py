@@ -30,6 +30,21 @@ SETTLED = ("document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScrip
 LOSS_METRIC = "[data-testid='stMetric']:has-text('Loss: mean') [data-testid='stMetricValue']"
 
 
+@contextlib.contextmanager
+def environment_set(variables: dict[str, str]):
+    """These environment variables set while the block runs (a server started in it inherits them)."""
+    saved = {key: os.environ.get(key) for key in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key)
+            else:
+                os.environ[key] = value
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
