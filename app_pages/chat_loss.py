@@ -13,7 +13,7 @@ from lmviz.next_token import BadInput
 from lmviz.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.palettes import CHAT_ROLE_COLOURS
 from lmviz.text import NothingToScore
-from lmviz.ui import chip_row, choose_causal_lm, escape_markdown, result_panel, show_code, stacked_chip
+from lmviz.ui import chip_row, choose_causal_lm, escape_markdown, fair_share, result_panel, show_code, stacked_chip
 
 MAX_CHARS = 1000
 DEFAULTS = {"chat_user": "What is the capital of France?", "chat_answer": "The capital of France is Paris.",
@@ -23,12 +23,14 @@ ROLE_WORDS = {"system": "system", "user": "user", "assistant": "answer", "templa
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def get_analysis(_loaded, model_key: tuple, user: str, answer: str, system: str | None):
-    return analyse_sft(_loaded, user, answer, system)
+    with fair_share(user, answer, system):
+        return analyse_sft(_loaded, user, answer, system)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def get_comparison(_loaded, model_key: tuple, user: str, chosen: str, rejected: str, system: str | None):
-    return compare_answers(_loaded, user, chosen, rejected, system)
+    with fair_share(user, chosen, rejected, system):
+        return compare_answers(_loaded, user, chosen, rejected, system)
 
 
 def conversation_chips(chat) -> str:
@@ -60,9 +62,12 @@ st.markdown(
 choice = choose_causal_lm()
 loaded, tokenizer = choice.loaded, choice.loaded.tokenizer
 if not getattr(tokenizer, "chat_template", None):
+    # used in place of the model asked for (choose_causal_lm keeps that in the link), which could not be loaded
+    fell_back = loaded.name != st.query_params["model"]
+    advice = ("The model asked for could not be loaded here (see above), and no chat model could take its place."
+              if fell_back else "Choose a chat model under Model above, such as the bundled SmolLM2-135M-Instruct.")
     st.warning(escape_markdown(
-        f"{loaded.name}'s tokenizer has no chat template, so it has no chat format to fine-tune. Choose a chat "
-        "model under Model above, such as the bundled SmolLM2-135M-Instruct."))
+        f"{loaded.name}'s tokenizer has no chat template, so it has no chat format to fine-tune. {advice}"))
     st.stop()
 panel = result_panel()
 for key, value in DEFAULTS.items():
@@ -73,8 +78,8 @@ system = st.text_input("System message (optional)", key="chat_system", max_chars
 
 try:
     result = get_analysis(loaded, choice.cache_key, user, answer, system)
-except (NothingToScore, ChatTemplateError, BadInput) as problem:
-    st.warning(escape_markdown(str(problem)))
+except (NothingToScore, ChatTemplateError, BadInput) as problem:  # in the pinned panel: on screen with the boxes
+    panel.warning(escape_markdown(str(problem)))
     st.stop()
 chat = result.chat
 

@@ -8,7 +8,7 @@ from lmviz.next_token import (DEFAULT_TOP_K, MAX_TEMPERATURE, MIN_TEMPERATURE, B
                               softmax_with_temperature)
 from lmviz.numbers import fmt, fmt_prob
 from lmviz.text import NothingToScore, readable_token, valid_text
-from lmviz.ui import choose_causal_lm, escape_markdown, result_panel, show_chart, show_code
+from lmviz.ui import choose_causal_lm, escape_markdown, fair_share, result_panel, show_chart, show_code
 
 MAX_CHARS = 2000
 DEFAULT_PREFIX = "The capital of France is"
@@ -18,7 +18,8 @@ TYPE_A_WORD = "a word I type…"
 @st.cache_data(show_spinner=False, max_entries=64)
 def get_logits(_loaded, model_key: tuple, text: str, add_bos: bool):
     """Per prefix, per model: one forward pass; every temperature and sample reuses its logits."""
-    return next_token_logits(_loaded, text, add_bos)
+    with fair_share(text):
+        return next_token_logits(_loaded, text, add_bos)
 
 
 def continued(tokenizer, logits, text: str, token_id: int) -> str:
@@ -70,8 +71,8 @@ st.query_params.update({"text": text, "bos": "1" if add_bos else "0", "t": f"{te
 
 try:
     logits = get_logits(loaded, choice.cache_key, text, add_bos)
-except NothingToScore as problem:
-    st.warning(str(problem))
+except NothingToScore as problem:  # said in the pinned panel, where the result would be: on screen with the box
+    panel.warning(str(problem))
     st.stop()
 shown = distribution(logits, tokenizer, temperature, DEFAULT_TOP_K)
 top_ids = [c.token_id for c in shown.top]

@@ -13,8 +13,8 @@ from lmviz.compare import a_variant, align, aligned_table, clm_version, compare,
 from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.palettes import LOSS_SCALE, loss_colour
 from lmviz.text import NothingToScore, boundary_token_note, readable_token, start_token_id, valid_text
-from lmviz.ui import (chip_row, choose_causal_lm, escape_markdown, result_panel, scored_with_cpu_fallback, show_chart,
-                      show_code, stacked_chip)
+from lmviz.ui import (chip_row, choose_causal_lm, escape_markdown, fair_share, result_panel, scored_with_cpu_fallback,
+                      show_chart, show_code, stacked_chip)
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
@@ -24,8 +24,10 @@ START_LABEL = "Start with a start-of-text token"
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def get_analysis(_analyse, model_key: tuple, text: str, add_bos: bool, top_k: int):
-    """Per text, per model: a sentence typed twice (or by two students) is scored once."""
-    return _analyse(text, add_bos=add_bos, top_k=top_k)
+    """Per text, per model: a sentence typed twice (or by two students) is scored once. The visitor's text
+    counts against their fair share; lmviz's own paragraph, scored once per model for the whole server, does not."""
+    with fair_share(text if text != REFERENCE_TEXT else None):
+        return _analyse(text, add_bos=add_bos, top_k=top_k)
 
 
 def coloured_sentence(result) -> str:
@@ -162,11 +164,11 @@ def show_comparison(choice, result) -> None:
 
 try:
     choice, result = scored_with_cpu_fallback(choice, score)
-except NothingToScore as problem:
-    st.warning(str(problem))
+except NothingToScore as problem:  # said in the pinned panel, where the result would be: on screen with the box
+    panel.warning(str(problem))
     st.stop()
 except NotEnoughMemory as problem:
-    st.warning(escape_markdown(f"{problem} Try a shorter text."))
+    panel.warning(escape_markdown(f"{problem} Try a shorter text."))
     st.stop()
 
 loaded = choice.loaded
@@ -233,7 +235,11 @@ else:
     st.html(coloured_sentence(result))
     st.caption("Under each predicted token, its loss -log p; its colour is the step of the scale above that the "
                "loss falls in: the darker, the more the token surprised the model. Hover over a token for its p.")
-    st.caption(escape_markdown(first_label_sentence(score(choice, with_start=False), score(choice, with_start=True))))
+    try:
+        without, with_start = score(choice, with_start=False), score(choice, with_start=True)
+        st.caption(escape_markdown(first_label_sentence(without, with_start)))
+    except NothingToScore as problem:  # the other setting, refused by the server's limits: said in the caption's place
+        st.caption(str(problem))
 
 
 st.subheader("4. The mean, checked three ways")

@@ -1,6 +1,7 @@
 """What a deployment decides with environment variables: which models it offers
 (LMVIZ_ALLOWED_MODELS), whether it saves memory (LMVIZ_LOW_MEMORY) and how big a model it downloads
-from the hub (LMVIZ_MAX_MODEL_GB). With none set, lmviz is a classroom or laptop app: any model, full
+from the hub (LMVIZ_MAX_MODEL_GB) and how much text one visitor sends to a model a minute
+(LMVIZ_CHARS_PER_MINUTE). With none set, lmviz is a classroom or laptop app: any model, full
 float32 precision, but never a download over DEFAULT_MAX_MODEL_GB (safe by default on a public server too)."""
 
 from __future__ import annotations
@@ -43,6 +44,25 @@ def max_model_gb() -> float:
         raise ModelLoadError(f"{MAX_MODEL_GB_VARIABLE} must be a number of GB, such as 1 or 2.5 (it is {value!r}), "
                              "so this server downloads no model until it is.")
     return cap
+
+
+CHARS_PER_MINUTE_VARIABLE = "LMVIZ_CHARS_PER_MINUTE"
+# Five texts a minute of the longest a page takes (2 000 characters), for each session: far above what a
+# student types, and with it one visitor sending long texts as fast as they can leaves the others' p95
+# within 2x of a quiet class (README "Reliability", benchmarks/noisy_neighbour.py).
+DEFAULT_CHARS_PER_MINUTE = 10_000
+
+
+def chars_per_minute() -> float:
+    """The most characters one session sends to a model in any minute, from $LMVIZ_CHARS_PER_MINUTE
+    (default DEFAULT_CHARS_PER_MINUTE; "inf": no limit). A value that is not a number keeps the default:
+    a broken setting must not lift the limit."""
+    value = os.environ.get(CHARS_PER_MINUTE_VARIABLE, "").strip()
+    try:
+        limit = float(value) if value else DEFAULT_CHARS_PER_MINUTE
+    except ValueError:
+        limit = float("nan")
+    return limit if limit > 0 else DEFAULT_CHARS_PER_MINUTE
 
 
 def check_allowed(name: str) -> str:

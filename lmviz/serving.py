@@ -5,34 +5,53 @@ run, in its own thread. Run one by one, each waits for all the others; run at
 the same time, they fight over the same CPU cores. A ``Batcher`` instead
 collects the requests that arrive within a few milliseconds and scores them
 as one padded batch (lmviz.analysis.analyse_batch), then hands each thread its
-own result.
+own result. While a class is at work, a long text is read a piece at a time,
+with the short texts that arrive meanwhile scored between its pieces.
+
+On a shared server, ``FairShare`` limits what one session sends to a model:
+one text at a time, and so many characters a minute.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import math
 import queue
 import threading
 import time
 from concurrent.futures import Future
+from typing import Callable, Iterator
 
-from lmviz.analysis import ClmAnalysis, NotEnoughMemory, analyse_batch, make_request
+from lmviz.analysis import PIECE_TOKENS, ClmAnalysis, NotEnoughMemory, analyse_batch, make_request
+from lmviz.text import NothingToScore
 
 WINDOW_SECONDS = 0.01  # how long the first request of a batch waits for company
 MAX_BATCH = 32
-MAX_BATCH_TOKENS = 8192  # a few long texts are better scored apart: padding costs memory
+# A short text scored this recently means a class is at work: a long text is then read in pieces. Alone (a
+# teacher on a laptop), it is read in one pass, which on a CPU is up to 1.8 times faster than in pieces of 64.
+CLASS_AT_WORK_SECONDS = 10.0
 _STOP = object()  # put on the queue by close(): the serving thread ends, and lets go of the model
 
 
 class Batcher:
-    """One per model and process; ``analyse`` may be called from any thread."""
+    """One per model and process; ``analyse`` may be called from any thread.
 
-    def __init__(self, loaded, window: float = WINDOW_SECONDS, max_batch: int = MAX_BATCH):
-        self.loaded, self.window, self.max_batch = loaded, window, max_batch
+    A text longer than ``piece_tokens`` is never padded into a batch: it is scored alone, and while a
+    class is at work (CLASS_AT_WORK_SECONDS) a piece at a time (lmviz.analysis.forward_in_pieces), with
+    the short texts waiting scored between two of its pieces, first. So one visitor's long texts, sent as
+    fast as they can, delay another's sentence by one piece at most, not by a whole long text
+    (benchmarks/noisy_neighbour.py)."""
+
+    def __init__(self, loaded, window: float = WINDOW_SECONDS, max_batch: int = MAX_BATCH,
+                 piece_tokens: int = PIECE_TOKENS):
+        self.loaded, self.window, self.max_batch, self.piece_tokens = loaded, window, max_batch, piece_tokens
         self._requests: queue.Queue = queue.Queue()
+        self._long: collections.deque = collections.deque()  # long texts waiting their turn, in order
         # what was served together, for the benchmark; bounded, as a server runs for a whole course
         self.batch_sizes: collections.deque[int] = collections.deque(maxlen=10_000)
-        self._closed, self._closing = False, threading.Lock()
+        self._closed, self._closing, self._stopping = False, threading.Lock(), False
+        self._short_scored_at = -math.inf  # when a batch of short texts was last scored
         self._thread = threading.Thread(target=self._serve, daemon=True, name="lmviz-batcher")
         self._thread.start()
 
@@ -52,27 +71,57 @@ class Batcher:
             self._closed = True
             self._requests.put(_STOP)
 
+    def _serve(self) -> None:
+        while not (self._stopping and not self._long):
+            if self._long and (self._stopping or self._requests.empty()):  # no short text waits
+                self._answer_long(self._long.popleft())
+            else:
+                self._take(self._requests.get())
+
+    def _between_pieces(self) -> None:
+        """The short texts that arrived while a long one was being read: they go first, as many batches
+        as are waiting (a long text is read on while no short one waits)."""
+        while True:
+            try:
+                self._take(self._requests.get_nowait())
+            except queue.Empty:
+                return
+
+    def _take(self, item) -> None:
+        """Answer ``item`` with the short texts that come within the window, or set it aside
+        (a long text, the stop signal)."""
+        if item is _STOP:
+            self._stopping = True  # nothing comes after it: close() put it last
+        elif len(item[0].ids) > self.piece_tokens:
+            self._long.append(item)
+        else:
+            self._answer(self._gather(item))
+            self._short_scored_at = time.monotonic()
+
     def _gather(self, first) -> list:
         batch = [first]
         deadline = time.monotonic() + self.window
-        tokens = len(batch[0][0].ids)
-        while len(batch) < self.max_batch and tokens < MAX_BATCH_TOKENS:
+        while len(batch) < self.max_batch:
             try:
                 item = self._requests.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
-            if item is _STOP:
-                self._requests.put(item)  # served after this batch
-                break
+            if item is _STOP or len(item[0].ids) > self.piece_tokens:
+                self._take(item)  # set aside, served after this batch
+                continue
             batch.append(item)
-            tokens += len(item[0].ids)
+        self.batch_sizes.append(len(batch))
         return batch
 
-    def _serve(self) -> None:
-        while (first := self._requests.get()) is not _STOP:
-            batch = self._gather(first)
-            self.batch_sizes.append(len(batch))
-            self._answer(batch)
+    def _answer_long(self, item) -> None:
+        request, done = item
+        self.batch_sizes.append(1)
+        class_at_work = time.monotonic() - self._short_scored_at < CLASS_AT_WORK_SECONDS
+        pieces = {"between_pieces": self._between_pieces, "piece_tokens": self.piece_tokens} if class_at_work else {}
+        try:
+            done.set_result(analyse_batch(self.loaded, [request], **pieces)[0])
+        except Exception as error:  # NotEnoughMemory among others: the caller shows it, the others go on
+            done.set_exception(error)
 
     def _answer(self, batch: list) -> None:
         try:
@@ -81,7 +130,7 @@ class Batcher:
             if len(batch) == 1:
                 batch[0][1].set_exception(error)
                 return
-            for item in batch:  # one long text must not sink the short ones that came with it
+            for item in batch:  # on a small GPU: one text's scores must not sink the others'
                 self._answer([item])
             return
         except Exception as error:  # every waiting caller gets the error, none waits forever
@@ -90,3 +139,74 @@ class Batcher:
             return
         for (_, done), result in zip(batch, results):
             done.set_result(result)
+
+
+class TooMuchText(NothingToScore):
+    """A shared server's limit on one visitor's texts was reached; the message says how long to wait."""
+
+
+WINDOW_OF_A_MINUTE = 60.0
+PROCESS_CHARS_IN_FLIGHT = 60_000  # a class of 30 each pasting a text of a page's longest (2 000) at once
+
+
+class FairShare:
+    """The limits that keep one visitor of a shared server from starving the class: per session, one text
+    scored at a time and at most ``chars_per_minute`` characters of new text sent to a model in any 60 s
+    (a text it already sent in that minute, scored again with another setting, is not counted twice);
+    per process, at most ``chars_in_flight`` characters being scored at once (a visitor with many tabs
+    is many sessions). Counted in characters, before a tokenizer or model is touched."""
+
+    def __init__(self, chars_per_minute: float, chars_in_flight: float, clock: Callable[[], float] = time.monotonic):
+        self.chars_per_minute, self.chars_in_flight, self.clock = chars_per_minute, chars_in_flight, clock
+        self._lock = threading.Lock()
+        self._sent: dict[str, collections.deque] = {}  # session -> (time, text, characters) of its last minute
+        self._busy: dict[str, int] = {}  # session -> characters of its text being scored now
+
+    @contextlib.contextmanager
+    def admit(self, session: str, texts: list[str]) -> Iterator[None]:
+        """Score ``texts`` (one request's boxes) for ``session`` inside this block, or raise TooMuchText."""
+        with self._lock:
+            now = self.clock()
+            self._forget_before(now - WINDOW_OF_A_MINUTE)
+            sent = self._sent.setdefault(session, collections.deque())
+            already = {text for _, text, _ in sent}
+            new = [text for text in dict.fromkeys(texts) if text not in already]
+            chars = sum(len(text) for text in new)
+            self._check(session, chars, now)
+            sent.extend((now, text, len(text)) for text in new)
+            self._busy[session] = sum(len(text) for text in texts)
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._busy[session]
+
+    def _check(self, session: str, chars: int, now: float) -> None:
+        if session in self._busy:
+            raise TooMuchText("Your previous text is still being scored: one text at a time on a shared server.")
+        if chars > self.chars_per_minute:
+            raise TooMuchText(f"This text has {chars:,} characters; this server scores at most "
+                              f"{self.chars_per_minute:,.0f} a minute for each visitor. Shorten it.")
+        sent = self._sent[session]
+        used = sum(n for _, _, n in sent)
+        if used + chars > self.chars_per_minute:
+            # wait until enough of the minute's oldest texts have left the window
+            freed, wait = used, 0.0
+            for when, _, n in sent:
+                freed -= n
+                wait = when + WINDOW_OF_A_MINUTE - now
+                if freed + chars <= self.chars_per_minute:
+                    break
+            raise TooMuchText(f"You have sent {used:,} characters to be scored in the last minute; this "
+                              f"server scores at most {self.chars_per_minute:,.0f} a minute for each visitor, "
+                              f"so that every student's text is scored quickly. Try again in {math.ceil(wait)} s.")
+        if sum(self._busy.values()) + chars > self.chars_in_flight:  # (a repeat is cheap: mostly cached)
+            raise TooMuchText("The server is busy scoring other visitors' texts. Try again in a few seconds.")
+
+    def _forget_before(self, start: float) -> None:
+        for session in list(self._sent):
+            sent = self._sent[session]
+            while sent and sent[0][0] <= start:
+                sent.popleft()
+            if not sent and session not in self._busy:
+                del self._sent[session]  # a session that went away leaves nothing behind

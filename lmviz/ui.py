@@ -17,13 +17,13 @@ import streamlit as st
 from lmviz.analysis import NotEnoughMemory, analyse_clm
 from lmviz.bundled import prepare_bundled
 from lmviz.classroom import RESULT_PANEL, chart_font_px
-from lmviz.deployment import allowed_models, default_dtype, local_paths_allowed
+from lmviz.deployment import allowed_models, chars_per_minute, default_dtype, local_paths_allowed
 from lmviz.masking import Branch
 from lmviz.models import (DEFAULT_MODEL, DTYPES, TINY_BERT, TINY_GPT, LoadedModel, ModelLoadError, available_devices,
                           bert_candidates, check_visitor_name, load_bert, load_causal_lm)
 from lmviz.palettes import BLACK, MLM_BRANCH_COLOURS, fill_css
 from lmviz.prepare import cached_models
-from lmviz.serving import Batcher
+from lmviz.serving import PROCESS_CHARS_IN_FLIGHT, Batcher, FairShare
 from lmviz.text import escape_markdown
 
 log = logging.getLogger(__name__)
@@ -192,6 +192,22 @@ def get_model(name: str, device: str, dtype: str, token: str | None):
 def get_batcher(name: str, device: str, dtype: str, token: str | None):
     """Gathers the requests of all sessions that arrive together into one forward pass."""
     return Batcher(get_model(name, device, dtype, token))
+
+
+@st.cache_resource(show_spinner=False)
+def _fair_share() -> FairShare:
+    """One per process: every session's texts count against the same limits."""
+    return FairShare(chars_per_minute(), PROCESS_CHARS_IN_FLIGHT)
+
+
+def fair_share(*texts: str | None):
+    """A context manager around a page's forward pass on the visitor's ``texts``, put where a cached result
+    would not reach (one already computed costs the server nothing): lmviz.serving.FairShare's limits for
+    this session. Its TooMuchText is a NothingToScore, which every page already shows as a sentence."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx  # (Streamlit's own name for this session)
+
+    context = get_script_run_ctx()
+    return _fair_share().admit(context.session_id if context else "", [text for text in texts if text])
 
 
 # Where the whole error of a failed load goes instead of the page: the server's log.

@@ -12,6 +12,9 @@ os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="lmviz-tests-empty-hub-cach
 # that thread is inside torch, and the process then aborts at exit ("terminate called without an active
 # exception", exit code 134) after every test passed. tests/test_classroom.py turns it on where it is tested.
 os.environ["LMVIZ_WARM_START"] = "0"
+# ...and never share one visitor's minute of text (lmviz.serving.FairShare) between tests: Streamlit's AppTest
+# gives every page test the same session id. tests/test_public_server.py sets a limit where it is tested.
+os.environ["LMVIZ_CHARS_PER_MINUTE"] = "inf"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -78,7 +78,12 @@ print(json.dumps({{"message": message, "before": before, "after": analyse_clm(lo
     assert out["after"] == out["before"]  # and a short text still fits under the same cap afterwards
 
 
-def test_a_class_batch_with_one_long_text_still_scores_the_short_one(wide_model):
+@pytest.mark.parametrize("piece_tokens, batches", [
+    (None, [1, 1]),  # lmviz's Batcher: the long text is scored apart from the short one, and runs out alone
+    (2048, [2]),  # no text read in pieces: they were served together, ran out, and were retried one by one
+])
+def test_a_class_batch_with_one_long_text_still_scores_the_short_one(wide_model, piece_tokens, batches):
+    pieces = "" if piece_tokens is None else f", piece_tokens={piece_tokens}"
     out = child_json(f"""
 import json, threading
 from lmviz.analysis import NotEnoughMemory, analyse_clm
@@ -86,7 +91,7 @@ from lmviz.models import load_causal_lm
 from lmviz.serving import Batcher
 loaded = load_causal_lm({wide_model!r}, device="cpu")
 alone = analyse_clm(loaded, {SHORT!r})
-batcher = Batcher(loaded, window=2.0)  # long enough for both requests to share a batch
+batcher = Batcher(loaded, window=2.0{pieces})  # long enough for both requests to share a batch
 cap_memory(250)
 outcome = {{}}
 def ask(name, text):
@@ -99,7 +104,7 @@ for t in threads: t.start()
 for t in threads: t.join()
 print(json.dumps({{"outcome": outcome, "alone": [row.nll for row in alone.rows], "batches": list(batcher.batch_sizes)}}))
 """)
-    assert out["batches"] == [2]  # they were served together, ran out, and were retried one by one
+    assert sorted(out["batches"]) == batches
     assert isinstance(out["outcome"]["long"], str) and "ran out of memory" in out["outcome"]["long"]
     assert out["outcome"]["short"] == pytest.approx(out["alone"], abs=1e-5)
 

@@ -1,21 +1,23 @@
 """A public server is safe by default (issue 20): a visitor names a folder of the server only where the server
 listens on loopback alone or the host set LMVIZ_ALLOW_LOCAL_PATHS=1, and is refused before anything reads the
-disk with the name; what a failed load shows reveals no path, user name, exception class nor traceback."""
+disk with the name; what a failed load shows reveals no path, user name, exception class nor traceback; a
+session over its minute's characters gets a sentence."""
 
 import logging
 import os
 import re
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
-from lmviz.deployment import local_paths_allowed
+from lmviz.deployment import CHARS_PER_MINUTE_VARIABLE, local_paths_allowed
 from lmviz.models import FOLDERS_REFUSED, SHIPPED, TINY_GPT, ModelLoadError, check_visitor_name
 from lmviz.ui import problem_for_visitor
-from tests.helpers import APP, unescaped
+from tests.helpers import APP, open_page, unescaped
 
 CHECKOUT = Path(APP).parent
 CAUSAL_PAGES = ["app_pages/your_sentence.py", "app_pages/next_token.py", "app_pages/chat_loss.py"]
@@ -247,3 +249,38 @@ def test_what_a_visitor_is_told_keeps_the_sentence_and_drops_the_server(name, er
     with caplog.at_level(logging.INFO, logger="lmviz.ui"):
         assert problem_for_visitor(name, error) == shown
     assert str(error).splitlines()[0] in caplog.text  # the whole error is in the server's log
+
+
+@pytest.fixture
+def chars_per_minute_of(monkeypatch):
+    """LMVIZ_CHARS_PER_MINUTE for one test: the process's FairShare is built again from it, and after the test
+    from the suite's setting (conftest.py)."""
+    from lmviz import ui
+
+    def set_limit(value: str):
+        monkeypatch.setenv(CHARS_PER_MINUTE_VARIABLE, value)
+        ui._fair_share.clear()
+
+    yield set_limit
+    monkeypatch.undo()
+    ui._fair_share.clear()
+
+
+@pytest.mark.parametrize("page, box", [("app_pages/your_sentence.py", "text"), ("app_pages/next_token.py", "next_text"),
+                                       ("app_pages/chat_loss.py", "chat_answer")])
+def test_a_session_over_its_minute_gets_a_sentence_and_keeps_what_it_had(chars_per_minute_of, page, box):
+    at = open_page(page)
+    chars_per_minute_of("250")  # (set after the page's first text: the minute starts now)
+    first, second = (f"{word} " * 24 + f"{uuid.uuid4().hex[:16]}." for word in ("Cats", "Dogs"))  # 137 characters each
+    at.session_state[box] = first
+    at.run()
+    assert not at.exception and not at.warning, [w.value for w in at.warning]
+    at.session_state[box] = second  # a new text: over the minute's 250 characters (Chat loss: with its 2 other boxes)
+    at.run()
+    assert not at.exception and not at.error
+    refused = [w.value for w in at.warning if "characters to be scored in the last minute" in w.value]
+    said = unescaped(refused[0]) if refused else [w.value for w in at.warning]
+    assert re.search(r"at most 250 a minute for each visitor.* Try again in \d+ s\.", str(said)), said
+    at.session_state[box] = first  # what it sent before is scored again, with any setting: it costs nothing new
+    at.run()
+    assert not at.exception and not [w for w in at.warning if "last minute" in w.value]

@@ -58,3 +58,33 @@ def test_the_home_page_says_what_is_scored_and_what_bounds_the_loss():
     assert "every position is scored" not in home and "floor" not in home
     assert "each token but the last is asked for the one after it" in home
     assert "for next-token prediction, toward the stories' own entropy" in home
+
+
+def page_max_chars() -> dict[str, int]:
+    """Each page's longest text a box takes (its MAX_CHARS), read from its source: importing a page runs it."""
+    pages = Path(__file__).resolve().parent.parent / "app_pages"
+    found = {page.stem: re.search(r"^MAX_CHARS = (\d+)$", page.read_text(), re.M) for page in pages.glob("*.py")}
+    return {name: int(match[1]) for name, match in found.items() if match}
+
+
+def test_the_noisy_neighbour_sends_the_longest_text_your_sentence_takes():
+    from benchmarks.noisy_neighbour import TEXT_BOX_CHARS
+
+    assert TEXT_BOX_CHARS == page_max_chars()["your_sentence"]
+
+
+def test_the_limits_of_a_shared_server_are_the_codes():
+    from lmviz.analysis import PIECE_TOKENS
+    from lmviz.batches import MAX_BATCH_SENTENCES, MAX_TOKENS_PER_SENTENCE
+    from lmviz.bert_analysis import MAX_PAIR_TOKENS
+    from lmviz.deployment import DEFAULT_CHARS_PER_MINUTE
+    from lmviz.serving import CLASS_AT_WORK_SECONDS, PROCESS_CHARS_IN_FLIGHT
+
+    hosting = " ".join(README[README.index("## Hosting"):].split())
+    assert f"(default `{DEFAULT_CHARS_PER_MINUTE}`: five texts of the longest a page takes;" in hosting
+    assert DEFAULT_CHARS_PER_MINUTE == 5 * max(page_max_chars().values())
+    assert (f"While a class is at work (a short text scored in the last {CLASS_AT_WORK_SECONDS:g} s), a long text is "
+            f"read {PIECE_TOKENS} tokens at a time") in hosting
+    assert f"the process at most {spaced(PROCESS_CHARS_IN_FLIGHT)} characters being scored at once" in hosting
+    assert (f"they score at most {MAX_PAIR_TOKENS} tokens a text, and {MAX_BATCH_SENTENCES} sentences of at most "
+            f"{MAX_TOKENS_PER_SENTENCE} tokens") in hosting

@@ -1,11 +1,16 @@
-"""lmviz.serving: many threads at once get their own, correct, results."""
+"""lmviz.serving: many threads at once get their own, correct, results; long texts are read in pieces with
+short ones first; FairShare's limits on one session's texts."""
 
+import dataclasses
 import threading
+import time
 
 import pytest
+import torch
 
-from lmviz.analysis import analyse_clm
-from lmviz.serving import Batcher
+from lmviz.analysis import analyse_clm, forward_in_pieces
+from lmviz.deployment import CHARS_PER_MINUTE_VARIABLE, DEFAULT_CHARS_PER_MINUTE, chars_per_minute
+from lmviz.serving import CLASS_AT_WORK_SECONDS, Batcher, FairShare, TooMuchText
 from lmviz.text import NothingToScore
 
 SENTENCES = ["the cat sat on a mat", "a dog ran to the park and saw a big red bird", "the bird saw the cat",
@@ -49,3 +54,204 @@ def test_a_closed_batcher_ends_its_thread_and_still_answers(tiny_loaded):
     late = batcher.analyse("the cat sat on a mat")  # a session that still had it is served all the same
     alone = analyse_clm(tiny_loaded, "the cat sat on a mat")
     assert [r.nll for r in late.rows] == pytest.approx([r.nll for r in alone.rows])
+
+
+LONG = "the cat sat on a mat and the dog ran to the park and saw a big red bird and a small blue bird"  # 24 tokens
+
+
+class RecordingModel(torch.nn.Module):
+    """The tiny model, recording the shape of every forward pass it is asked for, in order."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.calls = model, []
+
+    def forward(self, input_ids, **options):
+        self.calls.append(tuple(input_ids.shape))
+        return self.model(input_ids=input_ids, **options)
+
+    def __getattr__(self, name):  # config, loss_function, ...: the tiny model's own
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.model, name)
+
+
+def test_forward_in_pieces_equals_one_forward_pass(tiny_loaded):
+    ids = torch.tensor([tiny_loaded.tokenizer(LONG)["input_ids"]])
+    gaps = []
+    with torch.inference_mode():
+        whole = tiny_loaded.model(input_ids=ids).logits
+        pieces, seconds = forward_in_pieces(tiny_loaded, ids, lambda: gaps.append(1), piece=5)
+    assert ids.shape[1] == 24 and len(gaps) == 4  # 5 pieces (5, 5, 5, 5, 4): a gap between each two
+    assert pieces.shape == whole.shape
+    assert torch.allclose(pieces, whole, atol=1e-5)
+    assert seconds > 0
+
+
+def test_a_long_text_is_read_in_pieces_and_short_ones_go_first(tiny_loaded):
+    recording = RecordingModel(tiny_loaded.model)
+    loaded = dataclasses.replace(tiny_loaded, model=recording)
+    batcher = Batcher(loaded, window=0.05, piece_tokens=4)
+    batcher.analyse("the cat")  # a short text scored just now: a class is at work
+    recording.calls.clear()
+    reading, shorts_queued = threading.Event(), threading.Event()
+    between = batcher._between_pieces
+
+    def held_at_the_first_gap():  # until the short texts are queued: what arrives while the long one is read
+        reading.set()
+        shorts_queued.wait(10)
+        between()
+
+    batcher._between_pieces = held_at_the_first_gap
+    shorts = ["the cat sat", "a dog ran", "the bird saw"]  # 3 tokens each
+    results = {}
+
+    def ask(text):
+        results[text] = batcher.analyse(text)
+
+    long_thread = threading.Thread(target=ask, args=(LONG,))
+    long_thread.start()
+    assert reading.wait(10)
+    threads = [threading.Thread(target=ask, args=(text,)) for text in shorts]
+    for thread in threads:
+        thread.start()
+    while batcher._requests.qsize() < len(shorts):
+        time.sleep(0.01)
+    shorts_queued.set()
+    for thread in [long_thread, *threads]:
+        thread.join(10)
+    # the long text's first piece, then the three short texts in one batch, then the rest of the long one
+    assert recording.calls == [(1, 4), (3, 3), (1, 4), (1, 4), (1, 4), (1, 4), (1, 4)]
+    for text in [LONG, *shorts]:
+        alone = analyse_clm(tiny_loaded, text)
+        assert results[text].input_ids == alone.input_ids
+        assert [r.nll for r in results[text].rows] == pytest.approx([r.nll for r in alone.rows], abs=1e-5)
+        assert results[text].loss_model == pytest.approx(alone.loss_model, abs=1e-5)
+    batcher.close()
+
+
+def test_long_texts_are_never_padded_into_a_batch(tiny_loaded):
+    recording = RecordingModel(tiny_loaded.model)
+    batcher = Batcher(dataclasses.replace(tiny_loaded, model=recording), window=0.3, piece_tokens=8)
+    batcher.analyse("the cat")  # a class at work
+    recording.calls.clear()
+    texts = [LONG, "the cat sat", LONG + " and the cat", "a dog ran"]
+    threads = [threading.Thread(target=batcher.analyse, args=(text,)) for text in texts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert max(length for _, length in recording.calls) <= 8  # no forward pass wider than a piece
+    assert sorted(batch for batch, length in recording.calls if batch > 1) == [2]  # the two short ones, together
+    batcher.close()
+    batcher._thread.join(timeout=5)
+    assert not batcher._thread.is_alive()
+
+
+def test_a_long_text_alone_is_read_in_one_pass_and_in_pieces_while_a_class_is_at_work(tiny_loaded):
+    recording = RecordingModel(tiny_loaded.model)
+    batcher = Batcher(dataclasses.replace(tiny_loaded, model=recording), piece_tokens=8)
+    alone = batcher.analyse(LONG)
+    assert recording.calls == [(1, 24)]  # nobody else here: one pass, the fastest
+    batcher.analyse("the cat")
+    recording.calls.clear()
+    in_pieces = batcher.analyse(LONG)
+    assert recording.calls == [(1, 8)] * 3  # a short text was scored just now
+    assert [r.nll for r in in_pieces.rows] == pytest.approx([r.nll for r in alone.rows], abs=1e-5)
+    batcher._short_scored_at -= CLASS_AT_WORK_SECONDS + 1  # the class has gone quiet since
+    recording.calls.clear()
+    batcher.analyse(LONG)
+    assert recording.calls == [(1, 24)]
+    batcher.close()
+
+
+def test_close_answers_the_long_texts_still_waiting(tiny_loaded):
+    batcher = Batcher(tiny_loaded, piece_tokens=4)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(batcher.analyse(LONG))) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    while batcher._requests.qsize() + len(batcher._long) < 2:  # two wait while the first is read
+        time.sleep(0.001)
+    batcher.close()
+    for thread in threads:
+        thread.join(10)
+    assert len(results) == 3
+    batcher._thread.join(timeout=5)
+    assert not batcher._thread.is_alive()
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_fair_share_counts_each_sessions_new_characters_of_the_last_minute():
+    clock = Clock()
+    share = FairShare(chars_per_minute=100, chars_in_flight=1000, clock=clock)
+    with share.admit("ann", ["a" * 60]):
+        pass
+    clock.now += 20
+    with share.admit("ann", ["a" * 60]):  # the same text again (another setting): not counted twice
+        pass
+    with share.admit("bob", ["b" * 100]):  # every session has its own minute
+        pass
+    with pytest.raises(TooMuchText, match=r"You have sent 60 characters .* at most 100 a minute .* in 40 s\."):
+        with share.admit("ann", ["c" * 41]):
+            pass
+    with share.admit("ann", ["c" * 40]):  # exactly the limit
+        pass
+    clock.now += 40  # the first text leaves the minute; the 40 characters sent 40 s ago remain
+    with pytest.raises(TooMuchText, match=r"in 20 s\."):
+        with share.admit("ann", ["d" * 61]):
+            pass
+    with share.admit("ann", ["d" * 60]):
+        pass
+
+
+def test_fair_share_refuses_a_text_longer_than_a_minutes_share():
+    share = FairShare(chars_per_minute=100, chars_in_flight=1000, clock=Clock())
+    with pytest.raises(TooMuchText, match=r"This text has 101 characters; .* at most 100 a minute .* Shorten it\."):
+        with share.admit("ann", ["x" * 60, "y" * 41]):  # a request's boxes count together
+            pass
+
+
+def test_fair_share_scores_one_text_at_a_time_per_session_and_caps_the_process():
+    share = FairShare(chars_per_minute=1000, chars_in_flight=150, clock=Clock())
+    with share.admit("ann", ["a" * 100]):
+        with pytest.raises(TooMuchText, match="still being scored"):
+            with share.admit("ann", ["b"]):
+                pass
+        with pytest.raises(TooMuchText, match="busy scoring other visitors"):
+            with share.admit("bob", ["b" * 51]):
+                pass
+        with share.admit("bob", ["b" * 50]):
+            pass
+    with share.admit("bob", ["c" * 150]):  # ann's text is done: the whole process's room is free again
+        pass
+
+
+def test_fair_share_frees_a_session_whose_text_failed_and_forgets_old_sessions():
+    clock = Clock()
+    share = FairShare(chars_per_minute=100, chars_in_flight=1000, clock=clock)
+    with pytest.raises(RuntimeError):
+        with share.admit("ann", ["a" * 10]):
+            raise RuntimeError("the model failed")
+    with share.admit("ann", ["b" * 10]):  # not "still being scored"
+        pass
+    clock.now += 61
+    with share.admit("bob", ["c"]):
+        pass
+    assert list(share._sent) == ["bob"]  # ann's minute is over: nothing of her session is kept
+
+
+@pytest.mark.parametrize("value, expected", [("", DEFAULT_CHARS_PER_MINUTE), ("2500", 2500), ("inf", float("inf")),
+                                             ("lots", DEFAULT_CHARS_PER_MINUTE), ("0", DEFAULT_CHARS_PER_MINUTE),
+                                             ("-5", DEFAULT_CHARS_PER_MINUTE), ("nan", DEFAULT_CHARS_PER_MINUTE)])
+def test_the_limit_comes_from_the_environment_and_a_broken_value_keeps_the_default(monkeypatch, value, expected):
+    monkeypatch.setenv(CHARS_PER_MINUTE_VARIABLE, value)
+    assert chars_per_minute() == expected

@@ -7,6 +7,7 @@ from playwright.sync_api import expect
 
 from lmviz.analysis import analyse_clm
 from lmviz.numbers import fmt
+from scripts.live_server import environment_set, running_server
 from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, settle, type_into_editor
 from tests.helpers import by_hand
 
@@ -147,3 +148,25 @@ def test_toy_edit_and_reset(projector, server):
     assert edited == fmt(by_hand({0: {"I": 0.0004}})["loss"])
     projector.get_by_role("button", name="Reset to the article's numbers").click()
     assert changed(projector, label, edited) == "0.86302"
+
+
+def test_a_text_over_the_servers_limit_is_refused_on_screen_with_the_box(browser):
+    """A server with a small LMVIZ_CHARS_PER_MINUTE: a second new text in the same minute gets the sentence in
+    the pinned panel, in view with the box at 1280×720, and the page stays usable."""
+    first = "The students in the morning class read every sentence aloud, one by one."
+    second = "Then the teacher asked them which word surprised the model most of all."
+    with environment_set({"LMVIZ_CHARS_PER_MINUTE": "100"}), running_server(ARTIFACTS / "limited-server.log") as url:
+        context = browser.new_context(viewport={"width": 1280, "height": 720})
+        tab = context.new_page()
+        tab.goto(f"{url}/sentence?text={quote(first)}")
+        visible_value(tab, "Loss: mean(-log p)")  # the first text is scored
+        settle(tab)
+        box = tab.get_by_label("Your text")
+        box.fill(second)
+        box.press("Control+Enter")
+        refused = tab.get_by_text("characters to be scored in the last minute")
+        expect(refused).to_be_in_viewport(ratio=1, timeout=120_000)
+        expect(box).to_be_in_viewport()
+        assert f"You have sent {len(first)} characters" in refused.inner_text()
+        assert_no_error(tab)
+        context.close()
