@@ -13,10 +13,10 @@ model (--quick: 1 and 4 only, 10 s each):
    letters, so over 1 024 tokens: the most a text is scored on) as soon as the last is answered,
    into a Batcher that reads no text in pieces (its long texts are padded into the students'
    batches), with no FairShare limit;
-3. noisy, pieces only: the same session, with the Batcher's long texts read in pieces and the
-   students' sentences scored first, but no FairShare limit;
-4. noisy, lmviz's limits: pieces, and FairShare's defaults (per session: one text at a time and
-   LMVIZ_CHARS_PER_MINUTE characters a minute);
+3. noisy, pieces only: the same session, with the Batcher's long texts read in pieces and a batch
+   of the students' sentences scored between two pieces, but no FairShare limit;
+4. noisy, lmviz's limits: pieces, and FairShare's defaults (per session: one request at a time
+   and LMVIZ_CHARS_PER_MINUTE characters a minute);
 5. and 6. the same session on the Next token page instead, whose forward pass runs in the
    session's own thread beside the Batcher's (as Chat loss's does), without and with the limits;
 7. quiet again: how much the quiet figure itself moves between runs.

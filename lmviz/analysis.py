@@ -247,32 +247,34 @@ PIECE_TOKENS = 64
 
 
 def forward_in_pieces(loaded, input_ids: torch.Tensor, between_pieces: Callable,
-                      piece: int = PIECE_TOKENS) -> tuple[torch.Tensor, float]:
+                      piece: int | Callable[[], int] = PIECE_TOKENS) -> tuple[torch.Tensor, float]:
     """(the logits of one unpadded text, the seconds its own forward passes took): ``piece`` tokens at
-    a time, each attending to the keys and values the model kept from the pieces before it (its cache,
+    a time (or ``piece()``, asked before each piece), each attending to the keys and values the model kept from the pieces before it (its cache,
     as when it generates), so the logits equal one whole forward pass's within float rounding.
     ``between_pieces()`` runs after every piece but the last; its time is not counted. Each piece's logits
     are copied into one tensor as they come: the peak is one text's logits and one piece's, not the two
     copies that joining the pieces at the end would hold."""
     rows, length = input_ids.shape
-    cache, logits, seconds = None, None, 0.0
-    for start in range(0, length, piece):
+    cache, logits, seconds, start = None, None, 0.0, 0
+    while start < length:
+        end = start + (piece() if callable(piece) else piece)
         began = time.perf_counter()
-        out = loaded.model(input_ids=input_ids[:, start:start + piece], cache=cache, use_cache=True)
+        out = loaded.model(input_ids=input_ids[:, start:end], cache=cache, use_cache=True)
         cache = out.cache
         if logits is None:
             logits = out.logits.new_empty((rows, length, out.logits.shape[-1]))  # (B, T, V)
-        logits[:, start:start + piece] = out.logits
+        logits[:, start:end] = out.logits
         del out  # this piece's logits, before the next piece's
         seconds += _seconds_since(began, loaded.device)
-        if start + piece < length:
+        if end < length:
             between_pieces()
+        start = end
     return logits, seconds
 
 
 @explains_out_of_memory
 def analyse_batch(loaded, requests: list[Request], between_pieces: Callable | None = None,
-                  piece_tokens: int = PIECE_TOKENS) -> list[ClmAnalysis]:
+                  piece_tokens: int | Callable[[], int] = PIECE_TOKENS) -> list[ClmAnalysis]:
     """Score several texts with one forward pass.
 
     The texts are padded on the right into one batch, with an attention mask: a causal model's

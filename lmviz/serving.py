@@ -5,11 +5,11 @@ run, in its own thread. Run one by one, each waits for all the others; run at
 the same time, they fight over the same CPU cores. A ``Batcher`` instead
 collects the requests that arrive within a few milliseconds and scores them
 as one padded batch (lmviz.analysis.analyse_batch), then hands each thread its
-own result. While a class is at work, a long text is read a piece at a time,
-with the short texts that arrive meanwhile scored between its pieces.
+own result. A long text is read a piece at a time (short pieces while a class is
+at work), with the short texts that arrive meanwhile scored between its pieces.
 
 On a shared server, ``FairShare`` limits what one session sends to a model:
-one text at a time, and so many characters a minute.
+one request at a time, and so many characters a minute.
 """
 
 from __future__ import annotations
@@ -28,30 +28,37 @@ from lmviz.text import NothingToScore
 
 WINDOW_SECONDS = 0.01  # how long the first request of a batch waits for company
 MAX_BATCH = 32
-# A short text scored this recently means a class is at work: a long text is then read in pieces. Alone (a
-# teacher on a laptop), it is read in one pass, which on a CPU is up to 1.8 times faster than in pieces of 64.
+# A short text scored this recently means a class is at work: a long text is then read in pieces of
+# piece_tokens. Otherwise (a teacher alone on a laptop) in pieces ALONE_PIECES_LONGER times as long: on a
+# CPU, each forward pass reads all the weights again, and pieces of 64 took up to 1.8 times as long as one pass.
 CLASS_AT_WORK_SECONDS = 10.0
+ALONE_PIECES_LONGER = 4
+# Short texts go before a long one, but for this long at most while they keep coming: it is never starved.
+LONG_WAITS_AT_MOST_SECONDS = 2.0
 _STOP = object()  # put on the queue by close(): the serving thread ends, and lets go of the model
 
 
 class Batcher:
     """One per model and process; ``analyse`` may be called from any thread.
 
-    A text longer than ``piece_tokens`` is never padded into a batch: it is scored alone, and while a
-    class is at work (CLASS_AT_WORK_SECONDS) a piece at a time (lmviz.analysis.forward_in_pieces), with
-    the short texts waiting scored between two of its pieces, first. So one visitor's long texts, sent as
+    A text longer than ``piece_tokens`` is never padded into a batch: it is scored alone, a piece at a
+    time (lmviz.analysis.forward_in_pieces; pieces of ``piece_tokens`` while a class is at work, longer
+    ones otherwise), with the short texts waiting scored first, between two of its pieces. So one visitor's long texts, sent as
     fast as they can, delay another's sentence by one piece at most, not by a whole long text
-    (benchmarks/noisy_neighbour.py)."""
+    (benchmarks/noisy_neighbour.py). A long text waits for short ones at most ``long_waits_at_most``
+    seconds at a time, so a class that never pauses does not starve it."""
 
     def __init__(self, loaded, window: float = WINDOW_SECONDS, max_batch: int = MAX_BATCH,
-                 piece_tokens: int = PIECE_TOKENS):
+                 piece_tokens: int = PIECE_TOKENS, long_waits_at_most: float = LONG_WAITS_AT_MOST_SECONDS):
         self.loaded, self.window, self.max_batch, self.piece_tokens = loaded, window, max_batch, piece_tokens
+        self.long_waits_at_most = long_waits_at_most
         self._requests: queue.Queue = queue.Queue()
         self._long: collections.deque = collections.deque()  # long texts waiting their turn, in order
         # what was served together, for the benchmark; bounded, as a server runs for a whole course
         self.batch_sizes: collections.deque[int] = collections.deque(maxlen=10_000)
         self._closed, self._closing, self._stopping = False, threading.Lock(), False
         self._short_scored_at = -math.inf  # when a batch of short texts was last scored
+        self._long_moved_at = 0.0  # when a long text waiting last started, went on a piece or arrived
         self._thread = threading.Thread(target=self._serve, daemon=True, name="lmviz-batcher")
         self._thread.start()
 
@@ -73,19 +80,29 @@ class Batcher:
 
     def _serve(self) -> None:
         while not (self._stopping and not self._long):
-            if self._long and (self._stopping or self._requests.empty()):  # no short text waits
+            if self._long and (self._stopping or self._requests.empty() or self._long_waited_enough()):
                 self._answer_long(self._long.popleft())
             else:
                 self._take(self._requests.get())
 
     def _between_pieces(self) -> None:
-        """The short texts that arrived while a long one was being read: they go first, as many batches
-        as are waiting (a long text is read on while no short one waits)."""
+        """The short texts that arrived while a long one was being read, and any that come while they are
+        scored, until none waits or the long one has waited long_waits_at_most (after one batch at least)."""
+        self._long_moved_at = time.monotonic()
         while True:
             try:
                 self._take(self._requests.get_nowait())
             except queue.Empty:
                 return
+            if self._long_waited_enough():
+                return
+
+    def _next_piece_tokens(self) -> int:
+        class_at_work = time.monotonic() - self._short_scored_at < CLASS_AT_WORK_SECONDS
+        return self.piece_tokens if class_at_work else ALONE_PIECES_LONGER * self.piece_tokens
+
+    def _long_waited_enough(self) -> bool:
+        return time.monotonic() - self._long_moved_at >= self.long_waits_at_most
 
     def _take(self, item) -> None:
         """Answer ``item`` with the short texts that come within the window, or set it aside
@@ -93,6 +110,8 @@ class Batcher:
         if item is _STOP:
             self._stopping = True  # nothing comes after it: close() put it last
         elif len(item[0].ids) > self.piece_tokens:
+            if not self._long:
+                self._long_moved_at = time.monotonic()  # it starts waiting now
             self._long.append(item)
         else:
             self._answer(self._gather(item))
@@ -116,12 +135,12 @@ class Batcher:
     def _answer_long(self, item) -> None:
         request, done = item
         self.batch_sizes.append(1)
-        class_at_work = time.monotonic() - self._short_scored_at < CLASS_AT_WORK_SECONDS
-        pieces = {"between_pieces": self._between_pieces, "piece_tokens": self.piece_tokens} if class_at_work else {}
         try:
-            done.set_result(analyse_batch(self.loaded, [request], **pieces)[0])
+            done.set_result(analyse_batch(self.loaded, [request], between_pieces=self._between_pieces,
+                                          piece_tokens=self._next_piece_tokens)[0])
         except Exception as error:  # NotEnoughMemory among others: the caller shows it, the others go on
             done.set_exception(error)
+        self._long_moved_at = time.monotonic()  # the next long text, if any, starts waiting now
 
     def _answer(self, batch: list) -> None:
         try:
@@ -147,60 +166,69 @@ class TooMuchText(NothingToScore):
 
 WINDOW_OF_A_MINUTE = 60.0
 PROCESS_CHARS_IN_FLIGHT = 60_000  # a class of 30 each pasting a text of a page's longest (2 000) at once
+TURN_SECONDS = 60.0  # how long a session's request waits for its previous one before it is refused
 
 
 class FairShare:
-    """The limits that keep one visitor of a shared server from starving the class: per session, one text
-    scored at a time and at most ``chars_per_minute`` characters of new text sent to a model in any 60 s
-    (a text it already sent in that minute, scored again with another setting, is not counted twice);
-    per process, at most ``chars_in_flight`` characters being scored at once (a visitor with many tabs
-    is many sessions). Counted in characters, before a tokenizer or model is touched."""
+    """The limits that keep one visitor of a shared server from starving the class, counted in characters
+    before a tokenizer or model is touched. Per session: one request scored at a time (a second, as when a
+    page is run again while its text is still being scored, waits its turn), and at most
+    ``chars_per_minute`` characters sent to a model in any 60 s, a request's boxes counted together (the same
+    boxes again, scored with another setting such as the start token, are not counted twice: a refusal must
+    not hide a setting of the text just scored). Per process: at most ``chars_in_flight`` characters being
+    scored at once (a visitor with many tabs is many sessions)."""
 
-    def __init__(self, chars_per_minute: float, chars_in_flight: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, chars_per_minute: float, chars_in_flight: float, clock: Callable[[], float] = time.monotonic,
+                 turn_seconds: float = TURN_SECONDS):
         self.chars_per_minute, self.chars_in_flight, self.clock = chars_per_minute, chars_in_flight, clock
-        self._lock = threading.Lock()
-        self._sent: dict[str, collections.deque] = {}  # session -> (time, text, characters) of its last minute
-        self._busy: dict[str, int] = {}  # session -> characters of its text being scored now
+        self.turn_seconds = turn_seconds
+        self._turn = threading.Condition()
+        self._sent: dict[str, collections.deque] = {}  # session -> (time, boxes, characters) of its last minute
+        self._busy: dict[str, int] = {}  # session -> characters of its request being scored now
 
     @contextlib.contextmanager
     def admit(self, session: str, texts: list[str]) -> Iterator[None]:
-        """Score ``texts`` (one request's boxes) for ``session`` inside this block, or raise TooMuchText."""
-        with self._lock:
+        """Score ``texts`` (one request's boxes) for ``session`` inside this block, or raise TooMuchText.
+        No text at all (lmviz's own paragraph, the same for everyone) is not counted."""
+        if not texts:
+            yield
+            return
+        boxes, chars = tuple(texts), sum(len(text) for text in texts)
+        with self._turn:
+            if not self._turn.wait_for(lambda: session not in self._busy, timeout=self.turn_seconds):
+                raise TooMuchText("Your previous text is still being scored. Try again in a moment.")
             now = self.clock()
             self._forget_before(now - WINDOW_OF_A_MINUTE)
             sent = self._sent.setdefault(session, collections.deque())
-            already = {text for _, text, _ in sent}
-            new = [text for text in dict.fromkeys(texts) if text not in already]
-            chars = sum(len(text) for text in new)
-            self._check(session, chars, now)
-            sent.extend((now, text, len(text)) for text in new)
-            self._busy[session] = sum(len(text) for text in texts)
+            new = 0 if any(earlier == boxes for _, earlier, _ in sent) else chars
+            self._check(sent, new, chars, now)
+            if new:
+                sent.append((now, boxes, new))
+            self._busy[session] = chars
         try:
             yield
         finally:
-            with self._lock:
+            with self._turn:
                 del self._busy[session]
+                self._turn.notify_all()
 
-    def _check(self, session: str, chars: int, now: float) -> None:
-        if session in self._busy:
-            raise TooMuchText("Your previous text is still being scored: one text at a time on a shared server.")
-        if chars > self.chars_per_minute:
-            raise TooMuchText(f"This text has {chars:,} characters; this server scores at most "
+    def _check(self, sent: collections.deque, new: int, chars: int, now: float) -> None:
+        if new > self.chars_per_minute:
+            raise TooMuchText(f"What you sent has {new:,} characters; this server scores at most "
                               f"{self.chars_per_minute:,.0f} a minute for each visitor. Shorten it.")
-        sent = self._sent[session]
         used = sum(n for _, _, n in sent)
-        if used + chars > self.chars_per_minute:
-            # wait until enough of the minute's oldest texts have left the window
+        if used + new > self.chars_per_minute:
+            # wait until enough of the minute's oldest requests have left the window
             freed, wait = used, 0.0
             for when, _, n in sent:
                 freed -= n
                 wait = when + WINDOW_OF_A_MINUTE - now
-                if freed + chars <= self.chars_per_minute:
+                if freed + new <= self.chars_per_minute:
                     break
             raise TooMuchText(f"You have sent {used:,} characters to be scored in the last minute; this "
                               f"server scores at most {self.chars_per_minute:,.0f} a minute for each visitor, "
                               f"so that every student's text is scored quickly. Try again in {math.ceil(wait)} s.")
-        if sum(self._busy.values()) + chars > self.chars_in_flight:  # (a repeat is cheap: mostly cached)
+        if sum(self._busy.values()) + chars > self.chars_in_flight:
             raise TooMuchText("The server is busy scoring other visitors' texts. Try again in a few seconds.")
 
     def _forget_before(self, start: float) -> None:

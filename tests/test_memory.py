@@ -46,7 +46,8 @@ def wide_model(tmp_path_factory) -> str:
 
 
 def run_child(code: str) -> subprocess.CompletedProcess:
-    env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    # no warm start: a bundled model loading in the background would move the memory the cap is measured from
+    env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "LMVIZ_WARM_START": "0"}
     return subprocess.run([sys.executable, "-c", CAP + code], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
 

@@ -78,13 +78,17 @@ def test_the_limits_of_a_shared_server_are_the_codes():
     from lmviz.batches import MAX_BATCH_SENTENCES, MAX_TOKENS_PER_SENTENCE
     from lmviz.bert_analysis import MAX_PAIR_TOKENS
     from lmviz.deployment import DEFAULT_CHARS_PER_MINUTE
-    from lmviz.serving import CLASS_AT_WORK_SECONDS, PROCESS_CHARS_IN_FLIGHT
+    from lmviz.serving import (ALONE_PIECES_LONGER, CLASS_AT_WORK_SECONDS, LONG_WAITS_AT_MOST_SECONDS,
+                               PROCESS_CHARS_IN_FLIGHT, TURN_SECONDS)
 
     hosting = " ".join(README[README.index("## Hosting"):].split())
     assert f"(default `{DEFAULT_CHARS_PER_MINUTE}`: five texts of the longest a page takes;" in hosting
     assert DEFAULT_CHARS_PER_MINUTE == 5 * max(page_max_chars().values())
-    assert (f"While a class is at work (a short text scored in the last {CLASS_AT_WORK_SECONDS:g} s), a long text is "
-            f"read {PIECE_TOKENS} tokens at a time") in hosting
-    assert f"the process at most {spaced(PROCESS_CHARS_IN_FLIGHT)} characters being scored at once" in hosting
+    assert (f"While a class is at work (a short text scored there in the last {CLASS_AT_WORK_SECONDS:g} s), a long "
+            f"text is read {PIECE_TOKENS} tokens at a time; otherwise {ALONE_PIECES_LONGER * PIECE_TOKENS} at a time"
+            ) in hosting
+    assert f"first (for at most {LONG_WAITS_AT_MOST_SECONDS:g} s at a time" in hosting
+    assert f"waits its turn, for up to {TURN_SECONDS:g} s" in hosting
+    assert f"the process has at most {spaced(PROCESS_CHARS_IN_FLIGHT)} characters being scored at once" in hosting
     assert (f"they score at most {MAX_PAIR_TOKENS} tokens a text, and {MAX_BATCH_SENTENCES} sentences of at most "
             f"{MAX_TOKENS_PER_SENTENCE} tokens") in hosting

@@ -10,7 +10,7 @@ import torch
 
 from lmviz.analysis import analyse_clm, forward_in_pieces
 from lmviz.deployment import CHARS_PER_MINUTE_VARIABLE, DEFAULT_CHARS_PER_MINUTE, chars_per_minute
-from lmviz.serving import CLASS_AT_WORK_SECONDS, Batcher, FairShare, TooMuchText
+from lmviz.serving import ALONE_PIECES_LONGER, CLASS_AT_WORK_SECONDS, Batcher, FairShare, TooMuchText
 from lmviz.text import NothingToScore
 
 SENTENCES = ["the cat sat on a mat", "a dog ran to the park and saw a big red bird", "the bird saw the cat",
@@ -131,6 +131,40 @@ def test_a_long_text_is_read_in_pieces_and_short_ones_go_first(tiny_loaded):
     batcher.close()
 
 
+def test_a_long_text_goes_on_when_it_has_waited_enough_however_many_short_ones_keep_coming(tiny_loaded):
+    recording = RecordingModel(tiny_loaded.model)
+    batcher = Batcher(dataclasses.replace(tiny_loaded, model=recording), window=0, piece_tokens=4,
+                      long_waits_at_most=0)  # (the default is seconds, as many batches as come then)
+    batcher.analyse("the cat")  # a class at work
+    recording.calls.clear()
+    answer, askers, arrivals = batcher._answer, [], 12
+
+    def ask_short():
+        askers.append(threading.Thread(target=batcher.analyse, args=("a dog ran",)))
+        askers[-1].start()
+        deadline = time.monotonic() + 10
+        while batcher._requests.empty() and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    def answer_while_another_arrives(batch):  # a class that never stops: a short text comes during each batch
+        nonlocal arrivals
+        if arrivals:
+            arrivals -= 1
+            ask_short()
+        answer(batch)
+
+    batcher._answer = answer_while_another_arrives
+    between = batcher._between_pieces
+    batcher._between_pieces = lambda: (ask_short() if not askers else None, between())
+    batcher.analyse(LONG)
+    for thread in askers:
+        thread.join(10)
+    # the long text's 6 pieces, one batch of one short text between each two, although one always waits
+    assert recording.calls[:11] == [(1, 4), (1, 3)] * 5 + [(1, 4)]
+    assert recording.calls[11:] == [(1, 3)] * (len(askers) - 5)  # the rest after it, all answered
+    batcher.close()
+
+
 def test_long_texts_are_never_padded_into_a_batch(tiny_loaded):
     recording = RecordingModel(tiny_loaded.model)
     batcher = Batcher(dataclasses.replace(tiny_loaded, model=recording), window=0.3, piece_tokens=8)
@@ -149,35 +183,50 @@ def test_long_texts_are_never_padded_into_a_batch(tiny_loaded):
     assert not batcher._thread.is_alive()
 
 
-def test_a_long_text_alone_is_read_in_one_pass_and_in_pieces_while_a_class_is_at_work(tiny_loaded):
+def test_a_long_text_is_read_in_short_pieces_only_while_a_class_is_at_work(tiny_loaded):
     recording = RecordingModel(tiny_loaded.model)
-    batcher = Batcher(dataclasses.replace(tiny_loaded, model=recording), piece_tokens=8)
+    batcher = Batcher(dataclasses.replace(tiny_loaded, model=recording), piece_tokens=4)
     alone = batcher.analyse(LONG)
-    assert recording.calls == [(1, 24)]  # nobody else here: one pass, the fastest
+    assert ALONE_PIECES_LONGER == 4 and recording.calls == [(1, 16), (1, 8)]  # nobody else here: longer pieces
     batcher.analyse("the cat")
     recording.calls.clear()
     in_pieces = batcher.analyse(LONG)
-    assert recording.calls == [(1, 8)] * 3  # a short text was scored just now
+    assert recording.calls == [(1, 4)] * 6  # a short text was scored just now
     assert [r.nll for r in in_pieces.rows] == pytest.approx([r.nll for r in alone.rows], abs=1e-5)
     batcher._short_scored_at -= CLASS_AT_WORK_SECONDS + 1  # the class has gone quiet since
     recording.calls.clear()
     batcher.analyse(LONG)
-    assert recording.calls == [(1, 24)]
+    assert recording.calls == [(1, 16), (1, 8)]
     batcher.close()
 
 
 def test_close_answers_the_long_texts_still_waiting(tiny_loaded):
     batcher = Batcher(tiny_loaded, piece_tokens=4)
+    batcher.analyse("the cat")  # a class at work: long texts are read in pieces
+    reading, closed = threading.Event(), threading.Event()
+    between = batcher._between_pieces
+
+    def held_at_the_first_gap():  # until two more long texts wait and the batcher is closed
+        reading.set()
+        closed.wait(10)
+        between()
+
+    batcher._between_pieces = held_at_the_first_gap
     results = []
     threads = [threading.Thread(target=lambda: results.append(batcher.analyse(LONG))) for _ in range(3)]
-    for thread in threads:
+    threads[0].start()
+    assert reading.wait(10)
+    for thread in threads[1:]:
         thread.start()
-    while batcher._requests.qsize() + len(batcher._long) < 2:  # two wait while the first is read
+    deadline = time.monotonic() + 10
+    while batcher._requests.qsize() < 2 and time.monotonic() < deadline:
         time.sleep(0.001)
+    assert batcher._requests.qsize() == 2  # both wait behind the first
     batcher.close()
+    closed.set()
     for thread in threads:
         thread.join(10)
-    assert len(results) == 3
+    assert len(results) == 3 and all(r.input_ids == results[0].input_ids for r in results)
     batcher._thread.join(timeout=5)
     assert not batcher._thread.is_alive()
 
@@ -190,13 +239,13 @@ class Clock:
         return self.now
 
 
-def test_fair_share_counts_each_sessions_new_characters_of_the_last_minute():
+def test_fair_share_counts_each_sessions_characters_of_the_last_minute():
     clock = Clock()
     share = FairShare(chars_per_minute=100, chars_in_flight=1000, clock=clock)
     with share.admit("ann", ["a" * 60]):
         pass
     clock.now += 20
-    with share.admit("ann", ["a" * 60]):  # the same text again (another setting): not counted twice
+    with share.admit("ann", ["a" * 60]):  # the same boxes again (another setting): not counted twice
         pass
     with share.admit("bob", ["b" * 100]):  # every session has its own minute
         pass
@@ -213,31 +262,92 @@ def test_fair_share_counts_each_sessions_new_characters_of_the_last_minute():
         pass
 
 
-def test_fair_share_refuses_a_text_longer_than_a_minutes_share():
+def test_fair_share_counts_boxes_already_sent_again_when_they_come_in_a_new_combination():
     share = FairShare(chars_per_minute=100, chars_in_flight=1000, clock=Clock())
-    with pytest.raises(TooMuchText, match=r"This text has 101 characters; .* at most 100 a minute .* Shorten it\."):
+    user, answer, other = "u" * 30, "a" * 30, "o" * 30
+    with share.admit("ann", [user, answer]):  # the chat page's first request: 60 characters
+        pass
+    with pytest.raises(TooMuchText, match="You have sent 60 characters"):  # a new pair: the user's box counts again
+        with share.admit("ann", [user, other]):
+            pass
+
+
+def test_fair_share_refuses_a_request_longer_than_a_minutes_share():
+    share = FairShare(chars_per_minute=100, chars_in_flight=1000, clock=Clock())
+    with pytest.raises(TooMuchText, match=r"What you sent has 101 characters; .* at most 100 a minute .* Shorten it\."):
         with share.admit("ann", ["x" * 60, "y" * 41]):  # a request's boxes count together
             pass
 
 
-def test_fair_share_scores_one_text_at_a_time_per_session_and_caps_the_process():
+def test_lmvizs_own_text_is_never_counted_nor_refused():
+    share = FairShare(chars_per_minute=10, chars_in_flight=10, clock=Clock())
+    with share.admit("ann", ["a" * 10]):
+        with share.admit("bob", []):  # the process is full, and ann is busy: nothing of a visitor's is asked
+            with share.admit("ann", []):
+                pass
+
+
+def test_a_sessions_second_request_waits_for_its_first_and_is_refused_only_after_its_turn_runs_out():
+    share = FairShare(chars_per_minute=1000, chars_in_flight=1000, clock=Clock(), turn_seconds=5)
+    first_in, first_may_end, order = threading.Event(), threading.Event(), []
+
+    def first():
+        with share.admit("ann", ["a" * 10]):
+            first_in.set()
+            first_may_end.wait(5)
+            order.append("first done")
+
+    def second():
+        with share.admit("ann", ["b" * 10]):  # a rerun of the page while the first is still scored
+            order.append("second scored")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads[0].start()
+    assert first_in.wait(5)
+    threads[1].start()
+    time.sleep(0.2)
+    assert order == []  # the second waits its turn
+    with share.admit("bob", ["c" * 10]):  # other sessions do not
+        pass
+    first_may_end.set()
+    for thread in threads:
+        thread.join(5)
+    assert order == ["first done", "second scored"]
+    impatient = FairShare(chars_per_minute=1000, chars_in_flight=1000, clock=Clock(), turn_seconds=0.1)
+    refused = []
+
+    def too_late():
+        try:
+            with impatient.admit("ann", ["b"]):
+                pass
+        except TooMuchText as problem:
+            refused.append(str(problem))
+
+    with impatient.admit("ann", ["a"]):
+        waiting = threading.Thread(target=too_late)
+        waiting.start()
+        waiting.join(5)
+    assert refused == ["Your previous text is still being scored. Try again in a moment."]
+
+
+def test_fair_share_caps_the_characters_the_process_scores_at_once():
     share = FairShare(chars_per_minute=1000, chars_in_flight=150, clock=Clock())
     with share.admit("ann", ["a" * 100]):
-        with pytest.raises(TooMuchText, match="still being scored"):
-            with share.admit("ann", ["b"]):
-                pass
         with pytest.raises(TooMuchText, match="busy scoring other visitors"):
             with share.admit("bob", ["b" * 51]):
                 pass
         with share.admit("bob", ["b" * 50]):
+            with pytest.raises(TooMuchText, match="busy"):  # a request sent before counts in full too
+                with share.admit("cid", ["c"]):
+                    pass
+    with share.admit("bob", ["b" * 50]):  # the same boxes again
+        with share.admit("cid", ["c" * 100]):  # ann's text is done: the room is free again
             pass
-    with share.admit("bob", ["c" * 150]):  # ann's text is done: the whole process's room is free again
-        pass
 
 
 def test_fair_share_frees_a_session_whose_text_failed_and_forgets_old_sessions():
     clock = Clock()
-    share = FairShare(chars_per_minute=100, chars_in_flight=1000, clock=clock)
+    share = FairShare(chars_per_minute=100, chars_in_flight=1000, clock=clock, turn_seconds=0.1)
     with pytest.raises(RuntimeError):
         with share.admit("ann", ["a" * 10]):
             raise RuntimeError("the model failed")
