@@ -249,11 +249,11 @@ PIECE_TOKENS = 64
 def forward_in_pieces(loaded, input_ids: torch.Tensor, between_pieces: Callable,
                       piece: int | Callable[[], int] = PIECE_TOKENS) -> tuple[torch.Tensor, float]:
     """(the logits of one unpadded text, the seconds its own forward passes took): ``piece`` tokens at
-    a time (or ``piece()``, asked before each piece), each attending to the keys and values the model kept from the pieces before it (its cache,
-    as when it generates), so the logits equal one whole forward pass's within float rounding.
-    ``between_pieces()`` runs after every piece but the last; its time is not counted. Each piece's logits
-    are copied into one tensor as they come: the peak is one text's logits and one piece's, not the two
-    copies that joining the pieces at the end would hold."""
+    a time (or ``piece()``, asked before each piece), each attending to the keys and values the model
+    kept from the pieces before it (its cache, as when it generates), so the logits equal one whole
+    forward pass's within float rounding. ``between_pieces()`` runs after every piece but the last; its
+    time is not counted. Each piece's logits are copied into one tensor as they come: the peak is one
+    text's logits and one piece's, not the two copies that joining the pieces at the end would hold."""
     rows, length = input_ids.shape
     cache, logits, seconds, start = None, None, 0.0, 0
     while start < length:

@@ -43,10 +43,10 @@ class Batcher:
 
     A text longer than ``piece_tokens`` is never padded into a batch: it is scored alone, a piece at a
     time (lmviz.analysis.forward_in_pieces; pieces of ``piece_tokens`` while a class is at work, longer
-    ones otherwise), with the short texts waiting scored first, between two of its pieces. So one visitor's long texts, sent as
-    fast as they can, delay another's sentence by one piece at most, not by a whole long text
-    (benchmarks/noisy_neighbour.py). A long text waits for short ones at most ``long_waits_at_most``
-    seconds at a time, so a class that never pauses does not starve it."""
+    ones otherwise), with the short texts waiting scored first, between two of its pieces. So one
+    visitor's long texts, sent as fast as they can, delay another's sentence by one piece at most, not
+    by a whole long text (benchmarks/noisy_neighbour.py). A long text waits for short ones at most
+    ``long_waits_at_most`` seconds at a time, so a class that never pauses does not starve it."""
 
     def __init__(self, loaded, window: float = WINDOW_SECONDS, max_batch: int = MAX_BATCH,
                  piece_tokens: int = PIECE_TOKENS, long_waits_at_most: float = LONG_WAITS_AT_MOST_SECONDS):
