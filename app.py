@@ -5,8 +5,10 @@ Run with:  streamlit run app.py
 
 import streamlit as st
 
-from lmviz.classroom import lesson_footer, lesson_header, page_style, presentation_switch, warm_start
-from lmviz.lesson import PATH
+from lmviz.app.chrome import page_style, presentation_switch
+from lmviz.app.path import lesson_footer, lesson_header
+from lmviz.app.warm import warm_start
+from lmviz.course.registry import PATH
 
 st.set_page_config(page_title="lmviz — how LM training losses are computed", page_icon="📉", layout="wide")
 page_style()
@@ -17,15 +19,15 @@ warm_start()  # the causal-LM pages' model loads in the background from the firs
 # script as an old-style multipage app until st.navigation has run once, so the very first visit
 # after the server starts, if it was a link to a page, showed "Page not found" (streamlit#9992).
 home = st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True)
-lessons = {step.url_path: st.Page(step.page, title=step.title, icon=step.icon, url_path=step.url_path)
-           for step in PATH}
+pages = {lesson.url_path: st.Page(lesson.page, title=lesson.title, icon=lesson.icon, url_path=lesson.url_path)
+         for lesson in PATH}
 glossary = st.Page("app_pages/glossary.py", title="Glossary", icon=":material/menu_book:", url_path="glossary")
-page = st.navigation([home, *lessons.values(), glossary])
-step = next((step for step in PATH if lessons[step.url_path] is page), None)
-if step:
-    lesson_header(step)
+page = st.navigation([home, *pages.values(), glossary])
+lesson = next((lesson for lesson in PATH if pages[lesson.url_path] is page), None)
+if lesson:
+    lesson_header(lesson)
 try:
     page.run()
 finally:  # also after a page stopped early (st.stop) on bad input: the way on is still shown
-    if step:
-        lesson_footer(step)
+    if lesson:
+        lesson_footer(lesson)

@@ -3,13 +3,28 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from lmviz.batches import (MAX_BATCH_SENTENCES, batch_losses, check_questions, count_items, encode_sentences,
-                           gradient_accumulation, labels_for, pad_batch, position_ids_for, reorderings)
-from lmviz.classroom import check_yourself, term
-from lmviz.losses import IGNORE_INDEX, perplexity
-from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap
-from lmviz.text import NothingToScore, boundary_token_note, end_token_id, readable_token
-from lmviz.ui import default_causal_lm, escape_markdown, result_panel, show_code
+from lmviz.app.choosers import default_causal_lm
+from lmviz.app.chrome import term
+from lmviz.app.path import check_yourself
+from lmviz.app.problems import show_problem
+from lmviz.app.widgets import result_panel, show_code
+from lmviz.core.labels import IGNORE_INDEX
+from lmviz.core.losses import perplexity
+from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap
+from lmviz.core.text import boundary_token_note, end_token_id, escape_markdown, readable_token
+from lmviz.course.questions.batches import build_questions
+from lmviz.errors import NothingToScore
+from lmviz.lessons.batches import (
+    MAX_BATCH_SENTENCES,
+    batch_losses,
+    count_items,
+    encode_sentences,
+    gradient_accumulation,
+    labels_for,
+    pad_batch,
+    position_ids_for,
+    reorderings,
+)
 
 MAX_CHARS = 2000
 DEFAULT_SENTENCES = ("The cat sat on the mat.\n"
@@ -69,7 +84,6 @@ def show_batch(ids, mask, labels, result, names: list[str]) -> None:
     st.dataframe(grid(label_losses(result), names))
 
 
-st.title("Batches and padding: where real training loss gets subtle")
 st.markdown(
     "Training scores several sentences at once. They have different lengths, so the short ones are "
     f"**{term('padded', 'padding')}**, an **attention mask** says which {term('tokens', 'token')} are real, and "
@@ -86,7 +100,7 @@ token = partial(readable_token, tokenizer)  # id -> readable text
 try:
     sequences = encode_sentences(tokenizer, text.splitlines())
 except NothingToScore as problem:
-    st.warning(str(problem))
+    show_problem(problem)
     st.stop()
 start_id, end_id = sequences[0][0], end_token_id(tokenizer)
 pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end_id
@@ -198,4 +212,4 @@ else:
                 "Build the labels from the attention mask, or pad with a token that never ends a text.")
 
 show_code(pad_batch, labels_for, position_ids_for, count_items, batch_losses, gradient_accumulation, encode_sentences)
-check_yourself("batches", check_questions(*results["right"][1:]))  # its mask, labels and losses
+check_yourself("batches", build_questions(*results["right"][1:]))  # its mask, labels and losses

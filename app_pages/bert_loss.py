@@ -1,13 +1,17 @@
 import pandas as pd
 import streamlit as st
 
-from lmviz.bert_analysis import analyse_bert_loss, check_questions_bert_loss, unknown_words
-from lmviz.classroom import check_yourself, term
-from lmviz.corpus import generate_corpus
-from lmviz.losses import bert_loss
-from lmviz.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
-from lmviz.text import NothingToScore
-from lmviz.ui import choose_bert, result_panel, show_code, show_masked_tokens, warn_unknown_words
+from lmviz.app.choosers import choose_bert
+from lmviz.app.chrome import term
+from lmviz.app.path import check_yourself
+from lmviz.app.problems import show_problem
+from lmviz.app.widgets import result_panel, show_code, show_masked_tokens, warn_unknown_words
+from lmviz.core.corpus import generate_corpus
+from lmviz.core.losses import bert_loss
+from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
+from lmviz.course.questions.bert_loss import build_questions
+from lmviz.errors import NothingToScore
+from lmviz.lessons.bert import analyse_bert_loss, unknown_words
 
 
 @st.cache_data(show_spinner=False)
@@ -15,7 +19,6 @@ def first_story() -> list[str]:
     return generate_corpus(num_train=0, num_validation=1, seed=0).validation[0].sentences
 
 
-st.title("BERT's pre-training loss: masked LM + next sentence")
 st.markdown(
     "BERT was pre-trained on both tasks at once: one forward pass over a *masked* sentence pair gives the "
     "masked-LM predictions at the selected positions and the next-sentence scores at "
@@ -45,7 +48,7 @@ seed = st.number_input("Mask seed", min_value=0, max_value=10**9, value=0, key="
 try:
     result = analyse_bert_loss(loaded, sentence_a, sentence_b, follows, int(seed), mlm_weight, nsp_weight)
 except NothingToScore as problem:
-    st.warning(str(problem))
+    show_problem(problem)
     st.stop()
 
 st.markdown("The masked pair, as the model reads it:")
@@ -73,4 +76,4 @@ st.caption(f"p(B follows A) on the masked pair: {fmt_prob(result.p_is_next)} ({t
            "Hugging Face's convention, 0 = B follows A).")
 
 show_code(bert_loss)
-check_yourself("bert-loss", check_questions_bert_loss(result))
+check_yourself("bert-loss", build_questions(result))

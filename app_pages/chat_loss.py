@@ -4,16 +4,31 @@ import math
 import pandas as pd
 import streamlit as st
 
-from lmviz.chat_loss import (DEFAULT_BETA, ChatTemplateError, analyse_sft, answer_and_all_token_losses,
-                             answer_only_labels, check_questions, compare_answers, control_tokens, dpo_loss,
-                             end_of_turn_positions)
-from lmviz.classroom import check_yourself, term
-from lmviz.losses import IGNORE_INDEX
-from lmviz.next_token import BadInput
-from lmviz.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
-from lmviz.palettes import CHAT_ROLE_COLOURS
-from lmviz.text import NothingToScore
-from lmviz.ui import chip_row, choose_causal_lm, escape_markdown, fair_share, result_panel, show_code, stacked_chip
+from lmviz.app.caches import fair_share
+from lmviz.app.choosers import choose_causal_lm
+from lmviz.app.chrome import term
+from lmviz.app.path import check_yourself
+from lmviz.app.problems import show_problem
+from lmviz.app.widgets import result_panel, show_code
+from lmviz.core.labels import IGNORE_INDEX
+from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
+from lmviz.core.text import escape_markdown
+from lmviz.course.questions.chat_loss import build_questions
+from lmviz.errors import NothingToScore
+from lmviz.figures.chips import chip_row, stacked_chip
+from lmviz.figures.palettes import CHAT_ROLE_COLOURS
+from lmviz.lessons.chat_loss import (
+    DEFAULT_BETA,
+    ChatTemplateError,
+    analyse_sft,
+    answer_and_all_token_losses,
+    answer_only_labels,
+    compare_answers,
+    control_tokens,
+    dpo_loss,
+    end_of_turn_positions,
+)
+from lmviz.lessons.next_token import BadInput
 
 MAX_CHARS = 1000
 DEFAULTS = {"chat_user": "What is the capital of France?", "chat_answer": "The capital of France is Paris.",
@@ -49,7 +64,6 @@ def role_legend() -> str:
                      f"<span>{counted} counted in the loss (solid border)</span>"], "lmviz-legend")
 
 
-st.title("Chat fine-tuning: the loss counts only the answer")
 st.markdown(
     "A chat model is fine-tuned on conversations. Its tokenizer's chat template writes each conversation out "
     f"as one text, with marker {term('tokens', 'token')} around every turn. In supervised fine-tuning (SFT) the "
@@ -79,7 +93,7 @@ system = st.text_input("System message (optional)", key="chat_system", max_chars
 try:
     result = get_analysis(loaded, choice.cache_key, user, answer, system)
 except (NothingToScore, ChatTemplateError, BadInput) as problem:  # in the pinned panel: on screen with the boxes
-    panel.warning(escape_markdown(str(problem)))
+    show_problem(problem, panel)
     st.stop()
 chat = result.chat
 
@@ -143,7 +157,7 @@ other = st.text_input("Another answer, to compare", key="chat_other", max_chars=
 try:
     compared = get_comparison(loaded, choice.cache_key, user, answer, other, system)
 except (NothingToScore, ChatTemplateError, BadInput) as problem:
-    st.warning(escape_markdown(str(problem)))
+    show_problem(problem)
     st.stop()
 st.dataframe(pd.DataFrame({
     "answer": [compared.chosen.answer, compared.rejected.answer],
@@ -181,4 +195,4 @@ st.caption(f"At 0 the policy is the reference itself, {loaded.name}: every log-r
            "has moved the model's preference from where it started, not the preference itself.")
 
 show_code(answer_only_labels, end_of_turn_positions, answer_and_all_token_losses, dpo_loss)
-check_yourself("chat-loss", check_questions(result))
+check_yourself("chat-loss", build_questions(result))

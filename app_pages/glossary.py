@@ -1,6 +1,6 @@
 import streamlit as st
 
-from lmviz.glossary import TERMS, anchor
+from lmviz.course.glossary import TERMS, anchor
 
 st.title("Glossary")
 st.markdown("Every word the pages use, defined once. The pages link each word's first use here.")

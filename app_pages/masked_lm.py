@@ -1,17 +1,37 @@
 import pandas as pd
 import streamlit as st
 
-from lmviz.bert_analysis import (NothingSelected, analyse_mlm, analyse_mlm_at, check_questions_mlm, mask_positions,
-                                 maskable_positions, unknown_words)
-from lmviz.classroom import check_yourself, term
-from lmviz.compare import (a_variant, align, aligned_table, compare, how_the_shares_add_up, mlm_version, positions_in_b,
-                           signed, summary)
-from lmviz.corpus import generate_corpus
-from lmviz.losses import mlm_loss
-from lmviz.masking import create_mlm_mask
-from lmviz.numbers import CHECK_DIGITS, fmt, fmt_prob
-from lmviz.text import NothingToScore
-from lmviz.ui import choose_bert, escape_markdown, result_panel, show_code, show_masked_tokens, warn_unknown_words
+from lmviz.app.choosers import choose_bert
+from lmviz.app.chrome import term
+from lmviz.app.path import check_yourself
+from lmviz.app.problems import show_problem
+from lmviz.app.widgets import result_panel, show_code, show_masked_tokens, warn_unknown_words
+from lmviz.core.compare import (
+    a_variant,
+    align,
+    aligned_table,
+    compare,
+    how_the_shares_add_up,
+    mlm_version,
+    positions_in_b,
+    signed,
+    summary,
+)
+from lmviz.core.corpus import generate_corpus
+from lmviz.core.losses import mlm_loss
+from lmviz.core.masking import create_mlm_mask
+from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_prob
+from lmviz.core.text import escape_markdown
+from lmviz.course.questions.masked_lm import build_questions
+from lmviz.errors import NothingToScore
+from lmviz.lessons.bert import (
+    NothingSelected,
+    analyse_mlm,
+    analyse_mlm_at,
+    mask_positions,
+    maskable_positions,
+    unknown_words,
+)
 
 
 @st.cache_data(show_spinner=False)
@@ -35,7 +55,6 @@ def split_inputs() -> tuple[int, int, str | None]:
                                 f"{random_share} %, what is left after [MASK], and keeps none.")
 
 
-st.title("Masked LM: BERT's fill-in-the-blanks loss")
 st.markdown(
     "BERT reads the whole sentence at once, so predicting the next word would be cheating. Instead about "
     f"**15 %** of the {term('tokens', 'token')} are *selected*; of those, **80 %** become "
@@ -78,7 +97,7 @@ def masked_at_random():
         return analyse_mlm(loaded, text, seed=int(seed), mask_prob=mask_prob, random_replace_prob=random_share / 100,
                            keep_original_prob=kept_share / 100, min_selected=1 if force_one else 0)
     except NothingSelected as problem:
-        st.warning(str(problem))
+        show_problem(problem)
         st.button("Mask one position", on_click=lambda: st.session_state.update(mlm_force_one=text))
         st.stop()
 
@@ -120,7 +139,7 @@ def compare_versions(result, tokens: dict[int, str], chosen: list[int]) -> None:
             raise NothingToScore("None of the tokens you chose is in the second version: choose one both have.")
         other = analyse_mlm_at(loaded, second, mapped)
     except NothingToScore as problem:
-        st.warning(str(problem))
+        show_problem(problem)
         return
     warn_unknown_words(loaded, unknown_words(loaded.tokenizer, second), known_second_version, key="mlm_known_text_b")
     comparison = compare(mlm_version(result, tokens), mlm_version(other, tokens_b))
@@ -138,7 +157,7 @@ def compare_versions(result, tokens: dict[int, str], chosen: list[int]) -> None:
 try:
     result = masked_at_random() if mode == RANDOM else masked_where_chosen()
 except NothingToScore as problem:
-    st.warning(str(problem))
+    show_problem(problem)
     st.stop()
 
 with panel:
@@ -201,4 +220,4 @@ st.info(f"A causal LM would score {tokens - 1} predictions in these {tokens} tok
 
 comparing = mode == CHOSEN and st.session_state.get("mlm_compare", False)
 show_code(create_mlm_mask if mode == RANDOM else mask_positions, mlm_loss, *([compare, align] if comparing else []))
-check_yourself("masked-lm", check_questions_mlm(result))
+check_yourself("masked-lm", build_questions(result))

@@ -5,14 +5,20 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from lmviz.bert_analysis import analyse_nsp, check_questions_nsp, nsp_label_words, unknown_words
-from lmviz.classroom import check_yourself, term
-from lmviz.corpus import generate_corpus
-from lmviz.losses import flip_nsp_labels, nsp_loss
-from lmviz.numbers import CHECK_DIGITS, fmt, fmt_prob
-from lmviz.palettes import BLACK, LIGHT_GREY, WHITE
-from lmviz.text import NothingToScore
-from lmviz.ui import chip_row, choose_bert, escape_markdown, result_panel, show_code, stacked_chip, warn_unknown_words
+from lmviz.app.choosers import choose_bert
+from lmviz.app.chrome import term
+from lmviz.app.path import check_yourself
+from lmviz.app.problems import show_problem
+from lmviz.app.widgets import result_panel, show_code, warn_unknown_words
+from lmviz.core.corpus import generate_corpus
+from lmviz.core.losses import flip_nsp_labels, nsp_loss
+from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_prob
+from lmviz.core.text import escape_markdown
+from lmviz.course.questions.nsp import build_questions, nsp_label_words
+from lmviz.errors import NothingToScore
+from lmviz.figures.chips import chip_row, stacked_chip
+from lmviz.figures.palettes import BLACK, LIGHT_GREY, WHITE
+from lmviz.lessons.bert import analyse_nsp, unknown_words
 
 SEGMENT_FILLS = {0: LIGHT_GREY, 1: WHITE}
 SEGMENT_BORDERS = {0: "2px solid transparent", 1: f"2px solid {BLACK}"}
@@ -32,7 +38,6 @@ def draw_pair(follows: bool) -> None:
     st.session_state.update(nsp_a=story[i], nsp_b=b, nsp_follows="yes" if follows else "no")
 
 
-st.title("Next-sentence prediction: does B follow A?")
 st.markdown(
     "BERT's second pre-training task. Two sentences are packed into one input, "
     f"{term('[CLS] A [SEP] B [SEP]', '[CLS] / [SEP] / [MASK]')}; half the time B really follows A, half the time "
@@ -55,7 +60,7 @@ follows = st.radio("Does B really follow A? (this sets the label)", ["yes", "no"
 try:
     result = analyse_nsp(loaded, sentence_a, sentence_b, follows)
 except NothingToScore as problem:
-    st.warning(str(problem))
+    show_problem(problem)
     st.stop()
 
 with panel:
@@ -101,4 +106,4 @@ st.info("Label convention: this page follows Hugging Face's BertForPreTraining, 
         "converts with `flip_nsp_labels` (label → 1 - label). Mixing the two up trains the head backwards.")
 
 show_code(nsp_loss, flip_nsp_labels)
-check_yourself("nsp", check_questions_nsp(result))
+check_yourself("nsp", build_questions(result))

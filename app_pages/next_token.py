@@ -1,14 +1,29 @@
 import pandas as pd
 import streamlit as st
 
-from lmviz import plots
-from lmviz.classroom import check_yourself, term
-from lmviz.next_token import (DEFAULT_TOP_K, MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput, candidate_name,
-                              check_questions, distribution, if_true_next, next_token_logits, sample_token,
-                              softmax_with_temperature)
-from lmviz.numbers import fmt, fmt_prob
-from lmviz.text import NothingToScore, readable_token, valid_text
-from lmviz.ui import choose_causal_lm, escape_markdown, fair_share, result_panel, show_chart, show_code
+from lmviz.app.caches import fair_share
+from lmviz.app.choosers import choose_causal_lm
+from lmviz.app.chrome import term
+from lmviz.app.path import check_yourself
+from lmviz.app.problems import show_problem
+from lmviz.app.widgets import result_panel, show_chart, show_code
+from lmviz.core.numbers import fmt, fmt_prob
+from lmviz.core.text import escape_markdown, readable_token, valid_text
+from lmviz.course.questions.next_token import build_questions, candidate_name
+from lmviz.errors import NothingToScore
+from lmviz.figures import plots
+from lmviz.lessons.next_token import (
+    DEFAULT_TOP_K,
+    MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
+    BadInput,
+    distribution,
+    if_true_next,
+    next_token_logits,
+    question_inputs,
+    sample_token,
+    softmax_with_temperature,
+)
 
 MAX_CHARS = 2000
 DEFAULT_PREFIX = "The capital of France is"
@@ -38,7 +53,6 @@ def append(token_id: int, how: str) -> None:
         st.session_state["next_seed"] += 1  # the next draw is another one, and the sequence stays reproducible
 
 
-st.title("Next token: where the probabilities come from")
 st.markdown(
     f"At the last position of a text, the model gives every {term('token', 'token')} of its vocabulary a raw score, "
     f"a {term('logit', 'logit')} z. The {term('softmax', 'softmax')} turns the scores into probabilities: "
@@ -72,7 +86,7 @@ st.query_params.update({"text": text, "bos": "1" if add_bos else "0", "t": f"{te
 try:
     logits = get_logits(loaded, choice.cache_key, text, add_bos)
 except NothingToScore as problem:  # said in the pinned panel, where the result would be: on screen with the box
-    panel.warning(str(problem))
+    show_problem(problem, panel)
     st.stop()
 shown = distribution(logits, tokenizer, temperature, DEFAULT_TOP_K)
 top_ids = [c.token_id for c in shown.top]
@@ -100,7 +114,7 @@ try:
     elif picked is not None:
         true_next = if_true_next(logits, tokenizer, picked)
 except BadInput as problem:
-    st.warning(str(problem))
+    show_problem(problem)
 if true_next is not None:
     st.query_params["next"] = str(true_next.token_id)
     if true_next.note:
@@ -182,4 +196,4 @@ if "next_appended" in st.session_state:
     st.caption(escape_markdown(st.session_state.pop("next_appended")))
 
 show_code(softmax_with_temperature, distribution, sample_token, if_true_next)
-check_yourself("next-token", check_questions(logits, shown, true_next, tokenizer))
+check_yourself("next-token", build_questions(shown, *question_inputs(logits, tokenizer, shown, true_next)))

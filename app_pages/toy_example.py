@@ -3,12 +3,17 @@ import math
 import pandas as pd
 import streamlit as st
 
-from lmviz import plots, toy
-from lmviz.classroom import chart_font_px, check_yourself, term
-from lmviz.losses import clm_loss, token_cross_entropy
-from lmviz.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
-from lmviz.palettes import TOY_GREEDY_TEXT, TOY_TRUE_LABEL_BACKGROUND
-from lmviz.ui import escape_markdown, result_panel, show_chart, show_code
+from lmviz.app.chrome import chart_font_px, term
+from lmviz.app.path import check_yourself
+from lmviz.app.problems import show_problem
+from lmviz.app.widgets import result_panel, show_chart, show_code
+from lmviz.core import toy
+from lmviz.core.losses import clm_loss, token_cross_entropy
+from lmviz.core.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
+from lmviz.core.text import escape_markdown
+from lmviz.course.questions.toy import build_questions
+from lmviz.figures import plots
+from lmviz.figures.palettes import TOY_GREEDY_TEXT, TOY_TRUE_LABEL_BACKGROUND
 
 SMALLEST_P = 1e-6  # the editor's step: the smallest probability above 0 a learner can type
 # Colour never carries the meaning alone: each highlighted cell also starts with a mark.
@@ -16,7 +21,6 @@ TRUE_MARK, GREEDY_MARK = "✓", "★"
 TRUE_LABEL_STYLE = f"background-color: {TOY_TRUE_LABEL_BACKGROUND}; font-weight: bold"
 GREEDY_STYLE = f"color: {TOY_GREEDY_TEXT}"
 
-st.title("Toy example: the loss of one sentence, by hand")
 st.markdown(
     "A tiny language model knows 10 words. It reads `<s> I love dogs not cats` "
     "(`<s>` marks the start) and, at every position, gives a probability to each of "
@@ -66,7 +70,7 @@ st.caption(f"Any number from {SMALLEST_P:.6f} up, with up to six decimals, or 0:
 try:
     probs, rescaled = toy.check_probability_table(edited.to_numpy(dtype=float))
 except ValueError as problem:
-    st.error(str(problem))
+    show_problem(problem, kind="error")
     st.stop()
 if rescaled:
     which = f"Row {rescaled[0]} does" if len(rescaled) == 1 else f"Rows {', '.join(map(str, rescaled))} do"
@@ -161,4 +165,4 @@ st.caption("-log p is 0 when the model is certain and right (p = 1) and grows wi
            + (": a p of 0 is off the top of any chart, marked by the arrow." if walk["impossible"] else "."))
 
 show_code(toy.toy_loss, clm_loss, token_cross_entropy)
-check_yourself("toy", toy.check_questions(walk))
+check_yourself("toy", build_questions(walk))

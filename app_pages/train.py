@@ -1,12 +1,26 @@
 import streamlit as st
 
-from lmviz import plots
-from lmviz.classroom import check_yourself, term
-from lmviz.corpus import MAX_USER_TEXT_BYTES, corpus_from_text, generate_corpus
-from lmviz.numbers import fmt
-from lmviz.training import (OBJECTIVES, PART_UNITS, PRESETS, VALIDATION_ENTROPY, Trainer, check_questions, compute_loss,
-                            corpus_tokenizer, loss_parts, make_batch)
-from lmviz.ui import escape_markdown, forget_trained_models, keep_trained_model, result_panel, show_chart, show_code
+from lmviz.app.choosers import forget_trained_models, keep_trained_model
+from lmviz.app.chrome import term
+from lmviz.app.path import check_yourself
+from lmviz.app.problems import show_problem
+from lmviz.app.widgets import result_panel, show_chart, show_code
+from lmviz.core.corpus import MAX_USER_TEXT_BYTES, corpus_from_text, generate_corpus
+from lmviz.core.numbers import fmt
+from lmviz.core.text import escape_markdown
+from lmviz.course.questions.train import build_questions
+from lmviz.figures import plots
+from lmviz.lessons.training import (
+    OBJECTIVES,
+    PART_UNITS,
+    PRESETS,
+    VALIDATION_ENTROPY,
+    Trainer,
+    compute_loss,
+    corpus_tokenizer,
+    loss_parts,
+    make_batch,
+)
 
 REDRAW_EVERY = 5  # steps between chart updates: drawing costs more than a tiny model's step
 
@@ -25,8 +39,8 @@ def vocabulary_size(user_text: str | None) -> int:
 def questions_now(trainer: Trainer | None, objective: str, user_text: str | None) -> list:
     """On the model the page shows; before it has trained, on the tokenizer Train would build."""
     if trainer is not None and trainer.history:
-        return check_questions(trainer.objective, len(trainer.tokenizer), trainer.history)
-    return check_questions(objective, vocabulary_size(user_text))
+        return build_questions(trainer.objective, len(trainer.tokenizer), trainer.history)
+    return build_questions(objective, vocabulary_size(user_text))
 
 
 def read_user_text() -> str | None:
@@ -67,7 +81,6 @@ def draw(trainer: Trainer, chart, progress, target_step: int | None = None) -> N
                           text=f"step {trainer.step} of {target_step} — {history[-1].seconds:.0f} s")
 
 
-st.title("Train: watch a model learn")
 st.markdown(
     f"A model starts knowing nothing: its {term('token', 'token')} loss, in {term('nats', 'nats')}, is about ln V, "
     "the loss of a uniform guess over its V "
@@ -127,7 +140,7 @@ if start:
         try:
             corpus = corpus_from_text(user_text) if user_text is not None else None
         except ValueError as problem:
-            st.error(str(problem))
+            show_problem(problem, kind="error")
             st.stop()
         try:
             with st.spinner("Building the tokenizer and a fresh model…"):
@@ -135,7 +148,7 @@ if start:
         except ValueError as problem:  # e.g. next-sentence pairs need other stories to draw "not next" ones from
             advice = (" Next-sentence prediction draws its not-next sentences from other stories: paste more stories, "
                       "separated by blank lines, or train the masked LM alone.") if "nsp" in objective else ""
-            st.error(escape_markdown(f"{problem}{advice}"))
+            show_problem(f"{problem}{advice}", kind="error")
             st.stop()
         st.session_state.update(trainer=trainer, trainer_settings=settings)
     target = trainer.step + int(steps)

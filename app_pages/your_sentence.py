@@ -5,16 +5,31 @@ from statistics import mean
 import pandas as pd
 import streamlit as st
 
-from lmviz import plots
-from lmviz.analysis import (REFERENCE_TEXT, NotEnoughMemory, analyse_batch, analyse_clm, check_questions, length_limit,
-                            loss_three_ways, score_positions)
-from lmviz.classroom import check_yourself, is_answered, term
-from lmviz.compare import a_variant, align, aligned_table, clm_version, compare, how_the_shares_add_up, signed, summary
-from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
-from lmviz.palettes import LOSS_SCALE, loss_colour
-from lmviz.text import NothingToScore, boundary_token_note, readable_token, start_token_id, valid_text
-from lmviz.ui import (chip_row, choose_causal_lm, escape_markdown, fair_share, result_panel, scored_with_cpu_fallback,
-                      show_chart, show_code, stacked_chip)
+from lmviz.app.caches import fair_share
+from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
+from lmviz.app.chrome import term
+from lmviz.app.path import check_yourself, is_answered
+from lmviz.app.problems import show_problem
+from lmviz.app.widgets import result_panel, show_chart, show_code
+from lmviz.core.compare import (
+    a_variant,
+    align,
+    aligned_table,
+    clm_version,
+    compare,
+    how_the_shares_add_up,
+    signed,
+    summary,
+)
+from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
+from lmviz.core.text import boundary_token_note, escape_markdown, readable_token, start_token_id, valid_text
+from lmviz.course.questions.sentence import build_questions
+from lmviz.errors import NotEnoughMemory, NothingToScore
+from lmviz.figures import plots
+from lmviz.figures.chips import chip_row, stacked_chip
+from lmviz.figures.palettes import LOSS_SCALE, loss_colour
+from lmviz.lessons.causal_lm import REFERENCE_TEXT, analyse_clm, length_limit, loss_three_ways, score_positions
+from lmviz.serving.scoring import analyse_batch
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
@@ -83,7 +98,6 @@ def spreadsheet_safe(value):
     return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@") else value
 
 
-st.title("Your sentence: a real model's loss, token by token")
 st.markdown(
     "Type a sentence. A real language model reads it and, at every position, gives a probability "
     f"to every {term('token', 'token')} of its vocabulary for what comes next. The loss at a position is "
@@ -146,10 +160,10 @@ def show_comparison(choice, result) -> None:
     try:
         _, other = scored_with_cpu_fallback(choice, lambda c: score(c, st.session_state["sentence_b"]))
     except NothingToScore as problem:
-        st.warning(str(problem))
+        show_problem(problem)
         return
     except NotEnoughMemory as problem:
-        st.warning(escape_markdown(f"{problem} Try a shorter text."))
+        show_problem(f"{problem} Try a shorter text.")
         return
     comparison = compare(clm_version(result), clm_version(other))
     first, second, gap = st.columns(3)
@@ -165,10 +179,10 @@ def show_comparison(choice, result) -> None:
 try:
     choice, result = scored_with_cpu_fallback(choice, score)
 except NothingToScore as problem:  # said in the pinned panel, where the result would be: on screen with the box
-    panel.warning(str(problem))
+    show_problem(problem, panel)
     st.stop()
 except NotEnoughMemory as problem:
-    panel.warning(escape_markdown(f"{problem} Try a shorter text."))
+    show_problem(f"{problem} Try a shorter text.", panel)
     st.stop()
 
 loaded = choice.loaded
@@ -188,7 +202,7 @@ st.subheader("1. The tokens the model reads")
 st.markdown(" ".join(f":gray-background[{escape_markdown(t)}]" for t in result.tokens))
 st.caption("␣ is a space that belongs to the token. " + escape_markdown(start_marker_sentence(loaded.tokenizer, result)))
 
-questions = check_questions(result)
+questions = build_questions(result)
 if predicting and not is_answered("sentence", "highest"):
     st.subheader("2. Predict first")
     st.markdown("Each token's loss is hidden until you say which one you expect to cost the most (or show the "
@@ -239,7 +253,7 @@ else:
         without, with_start = score(choice, with_start=False), score(choice, with_start=True)
         st.caption(escape_markdown(first_label_sentence(without, with_start)))
     except NothingToScore as problem:  # the other setting, refused by the server's limits: said in the caption's place
-        st.caption(str(problem))
+        show_problem(problem, kind="caption")
 
 
 st.subheader("4. The mean, checked three ways")

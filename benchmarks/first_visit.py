@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import time
 
-from lmviz.bundled import prepare_bundled
+from lmviz.models.bundled import prepare_bundled
 from scripts.live_server import CHROMIUM_FLAGS, LOSS_METRIC, ROOT, environment_set, running_server
 
 

@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from lmviz.bundled import prepare_bundled
-from lmviz.models import BERT_HUB_ID, TINY_BERT
+from lmviz.models.bundled import prepare_bundled
+from lmviz.models.loading import BERT_HUB_ID, TINY_BERT
 from scripts.live_server import CHROMIUM_FLAGS, ROOT, SETTLED, environment_set, running_server
 
 QUICK_PAGES = ("", "sentence", "masked-lm")  # url paths: the home page, a causal-LM page, a BERT page
@@ -73,7 +73,7 @@ def bert_base_sized_cache() -> Path:
     lmviz's tiny BERT's tokenizer, its vocabulary filled up with generated entries to 30 522."""
     import transformers
 
-    from lmviz.models import SHIPPED
+    from lmviz.models.loading import SHIPPED
 
     cache = Path(tempfile.mkdtemp(prefix="lmviz-memory-hub-"))
     repo = cache / f"models--{BERT_HUB_ID}"
@@ -96,7 +96,7 @@ def bert_base_sized_cache() -> Path:
 def check_prepared(cache: Path) -> str:
     """The row `python -m lmviz prepare bert-base-uncased --only` prints for that cache (it loads the model
     from local files only, as the app will): proof that the pages will find and load it."""
-    from lmviz.prepare import prepare_one
+    from lmviz.models.offline import prepare_one
 
     with environment_set({"HF_HUB_CACHE": str(cache)}):
         prepared = prepare_one(BERT_HUB_ID, online=lambda: False)

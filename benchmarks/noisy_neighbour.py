@@ -4,8 +4,8 @@
 
 29 students each send a sentence of their own (10 to 18 words), wait for its result, read it for
 2 to 8 s and send the next. Their latency is measured through the path of the Your sentence page on
-a shared server: the session's admission by lmviz.serving.FairShare, then the shared
-lmviz.serving.Batcher. Runs of the same length, one after another in one process, on the bundled
+a shared server: the session's admission by lmviz.serving.fair_share.FairShare, then the shared
+lmviz.serving.batcher.Batcher. Runs of the same length, one after another in one process, on the bundled
 model (--quick: 1 and 4 only, 10 s each):
 
 1. quiet: the 29 students alone, with lmviz's limits;
@@ -35,11 +35,12 @@ import statistics
 import threading
 import time
 
-from lmviz.analysis import MAX_TOKENS, analyse_clm
-from lmviz.deployment import chars_per_minute
-from lmviz.models import load_causal_lm
-from lmviz.next_token import next_token_logits
-from lmviz.serving import PROCESS_CHARS_IN_FLIGHT, Batcher, FairShare, TooMuchText
+from lmviz.lessons.causal_lm import MAX_TOKENS, analyse_clm
+from lmviz.lessons.next_token import next_token_logits
+from lmviz.models.loading import load_causal_lm
+from lmviz.models.settings import chars_per_minute
+from lmviz.serving.batcher import Batcher
+from lmviz.serving.fair_share import PROCESS_CHARS_IN_FLIGHT, FairShare, TooMuchText
 
 STUDENTS = 29
 TEXT_BOX_CHARS = 2000  # Your sentence's text box takes at most this many characters (tests/test_readme.py)

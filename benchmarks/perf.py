@@ -32,10 +32,11 @@ from pathlib import Path
 
 import torch
 
-from lmviz.analysis import Request, analyse_batch, analyse_clm, loss_three_ways, score_positions
-from lmviz.corpus import generate_story
-from lmviz.models import load_causal_lm
-from lmviz.serving import Batcher
+from lmviz.core.corpus import generate_story
+from lmviz.lessons.causal_lm import Request, analyse_clm, loss_three_ways, score_positions
+from lmviz.models.loading import load_causal_lm
+from lmviz.serving.batcher import Batcher
+from lmviz.serving.scoring import analyse_batch
 
 PARAGRAPH = ("The teacher opens the app in class and projects it on the wall. Students type their own sentences "
              "and watch each token's loss appear, one number at a time, from a real language model. ")
@@ -50,7 +51,7 @@ def ids_of_length(loaded, length: int) -> list[int]:
 
 
 def varied_ids(loaded, length: int) -> list[int]:
-    """Stories from lmviz.corpus, never repeated: the model cannot copy the labels from earlier
+    """Stories from lmviz.core.corpus, never repeated: the model cannot copy the labels from earlier
     in the text, as it does from the second PARAGRAPH on, so more of them fall outside its top 5
     (and score_positions counts their rank over the whole vocabulary)."""
     rng, text = random.Random(0), ""
@@ -126,8 +127,9 @@ def _child(code: str, env: dict | None = None) -> dict:
 MEMORY_PROBE = """
 import gc, json, torch
 from benchmarks.perf import ids_of_length
-from lmviz.analysis import Request, analyse_batch
-from lmviz.models import load_causal_lm
+from lmviz.lessons.causal_lm import Request
+from lmviz.serving.scoring import analyse_batch
+from lmviz.models.loading import load_causal_lm
 
 def status_mb(field):  # resident memory now (VmRSS) or its peak since the last reset (VmHWM)
     line = next(l for l in open("/proc/self/status") if l.startswith(field))
@@ -159,8 +161,8 @@ print(json.dumps(dict(tokens={length}, base_mb=base, forward_peak_mb=forward_pea
 START_PROBE = """
 import json, time
 t0 = {t0}
-from lmviz.analysis import analyse_clm
-from lmviz.models import load_causal_lm
+from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.models.loading import load_causal_lm
 analyse_clm(load_causal_lm(), "The capital of France is Paris.")
 print(json.dumps(dict(seconds=time.time() - t0)))
 """

@@ -3,7 +3,7 @@
     python -m benchmarks.reliability [--quick]
 
 1. 30 sessions at once, each a thread with its own sentence, through the code path
-   the page uses (lmviz.serving.Batcher): every session must get its own result
+   the page uses (lmviz.serving.batcher.Batcher): every session must get its own result
    (equal to one-at-a-time), and the latencies are reported.
 2. 1 000 analyses in one process: resident memory after warm-up, and its growth.
 3. A few real browsers (chromium) opening "Your sentence" on a real server at the same
@@ -22,9 +22,9 @@ import time
 
 import psutil
 
-from lmviz.analysis import analyse_clm
-from lmviz.models import load_causal_lm
-from lmviz.serving import Batcher
+from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.models.loading import load_causal_lm
+from lmviz.serving.batcher import Batcher
 from scripts.live_server import ROOT, running_server, sentence_page_at_once
 
 WORDS = "the a student teacher model loss learns reads writes predicts every next token word sentence".split()

@@ -24,14 +24,21 @@ import math
 import sys
 from dataclasses import asdict
 
-from lmviz.analysis import NotEnoughMemory, analyse_clm
-from lmviz.bert_analysis import analyse_mlm, analyse_nsp
-from lmviz.chat_loss import ChatTemplateError, analyse_sft
-from lmviz.models import DEFAULT_MODEL, DTYPES, TINY_BERT, ModelLoadError, load_bert, load_causal_lm
-from lmviz.next_token import (DEFAULT_TOP_K, BadInput, distribution, if_true_next, next_token_logits,
-                              sample_token)
-from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
-from lmviz.text import NothingToScore, readable_token
+from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
+from lmviz.core.text import readable_token
+from lmviz.errors import ModelLoadError, NotEnoughMemory, NothingToScore
+from lmviz.lessons.bert import analyse_mlm, analyse_nsp
+from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.lessons.chat_loss import ChatTemplateError, analyse_sft
+from lmviz.lessons.next_token import (
+    DEFAULT_TOP_K,
+    BadInput,
+    distribution,
+    if_true_next,
+    next_token_logits,
+    sample_token,
+)
+from lmviz.models.loading import DEFAULT_MODEL, DTYPES, TINY_BERT, load_bert, load_causal_lm
 
 
 def _progress(fraction: float, message: str) -> None:
@@ -252,7 +259,7 @@ def _run(args):
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "prepare":  # prints its own table and one sentence per model it could not prepare
-        from lmviz import prepare
+        from lmviz.models import offline as prepare
 
         return prepare.list_cached() if args.list else prepare.run(args.models, only=args.only)
     try:

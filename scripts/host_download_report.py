@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from lmviz.numbers import fmt
+from lmviz.core.numbers import fmt
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUTES = {"requirements.txt": "PyPI's torch, as pinned", "requirements-cpu.txt": "CPU-only torch"}

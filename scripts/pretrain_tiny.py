@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from lmviz.corpus import entropy_per_token, generate_corpus
-from lmviz.training import Trainer, evaluate, train_tokenizer
+from lmviz.core.corpus import entropy_per_token, generate_corpus
+from lmviz.lessons.training import Trainer, evaluate, train_tokenizer
 
 SEED = 0
 

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import torch
 
-from lmviz.losses import mlm_loss
-from lmviz.masking import create_mlm_mask
-from lmviz.models import TINY_BERT, load_bert
-from lmviz.numbers import fmt, fmt_prob
-from lmviz.training import MAX_POSITIONS, build_model, train_tokenizer
+from lmviz.core.losses import mlm_loss
+from lmviz.core.masking import create_mlm_mask
+from lmviz.core.numbers import fmt, fmt_prob
+from lmviz.lessons.training import MAX_POSITIONS, build_model, train_tokenizer
+from lmviz.models.loading import TINY_BERT, load_bert
 
 SEED = 0
 HELD_OUT_EVERY = 20  # every 20th synset is held out: 5 % of the text, never seen in training

@@ -12,7 +12,7 @@ os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="lmviz-tests-empty-hub-cach
 # that thread is inside torch, and the process then aborts at exit ("terminate called without an active
 # exception", exit code 134) after every test passed. tests/test_classroom.py turns it on where it is tested.
 os.environ["LMVIZ_WARM_START"] = "0"
-# ...and never share one visitor's minute of text (lmviz.serving.FairShare) between tests: Streamlit's AppTest
+# ...and never share one visitor's minute of text (lmviz.serving.fair_share.FairShare) between tests: Streamlit's AppTest
 # gives every page test the same session id. tests/test_public_server.py sets a limit where it is tested.
 os.environ["LMVIZ_CHARS_PER_MINUTE"] = "inf"
 
@@ -57,8 +57,8 @@ def tiny_tokenizer():
 
 @pytest.fixture(scope="session")
 def tiny_loaded(tiny_gpt2, tiny_tokenizer):
-    """The tiny GPT-2 wrapped the way lmviz.models returns a real model."""
-    from lmviz.models import LoadedModel
+    """The tiny GPT-2 wrapped the way lmviz.models.loading returns a real model."""
+    from lmviz.models.loading import LoadedModel
 
     return LoadedModel(tiny_gpt2, tiny_tokenizer, "tiny-gpt2", "built from a config in the tests", "cpu", "float32", 0.0)
 
@@ -66,9 +66,9 @@ def tiny_loaded(tiny_gpt2, tiny_tokenizer):
 @pytest.fixture(scope="session")
 def tiny_bert_loaded():
     """A BERT with masked-LM and next-sentence heads, random weights, over a tokenizer of lmviz's story words."""
-    from lmviz.corpus import generate_corpus
-    from lmviz.models import LoadedModel
-    from lmviz.training import build_model, train_tokenizer
+    from lmviz.core.corpus import generate_corpus
+    from lmviz.lessons.training import build_model, train_tokenizer
+    from lmviz.models.loading import LoadedModel
 
     corpus = generate_corpus(num_train=200, num_validation=10, seed=2)
     tokenizer = train_tokenizer([s.text for s in corpus.train])
@@ -80,6 +80,6 @@ def tiny_bert_loaded():
 @pytest.fixture(scope="session")
 def bundled():
     """The bundled SmolLM2-135M-Instruct, loaded offline once for the whole run."""
-    from lmviz.models import load_causal_lm
+    from lmviz.models.loading import load_causal_lm
 
     return load_causal_lm()

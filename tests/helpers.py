@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from streamlit.testing.v1 import AppTest
 
-from lmviz import toy
-from lmviz.lesson import PATH
+from lmviz.core import toy
+from lmviz.course.registry import PATH
 
 TINY_VOCAB = 50  # the vocabulary of the tiny models conftest.py builds
 
@@ -75,5 +75,5 @@ def verdicts(at: AppTest) -> dict[str, list[str]]:
 
 
 def unescaped(markdown: str) -> str:
-    """A message as the reader sees it: lmviz.ui.escape_markdown's backslashes removed."""
+    """A message as the reader sees it: lmviz.core.text.escape_markdown's backslashes removed."""
     return re.sub(r"\\(.)", r"\1", markdown)

@@ -1,4 +1,4 @@
-"""lmviz.analysis on a tiny GPT-2 and the bundled model: every number against the model and torch."""
+"""lmviz.lessons.causal_lm on a tiny GPT-2 and the bundled model: every number against the model and torch."""
 
 import inspect
 import math
@@ -7,11 +7,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz import analysis
-from lmviz.analysis import (NotEnoughMemory, Request, analyse_batch, analyse_clm, loss_three_ways, score_positions,
-                            topk_by_blocks)
-from lmviz.models import LoadedModel
-from lmviz.text import NothingToScore, _visible, encode
+from lmviz.core.text import _visible, encode
+from lmviz.errors import NotEnoughMemory, NothingToScore
+from lmviz.lessons import causal_lm
+from lmviz.lessons.causal_lm import Request, analyse_clm, loss_three_ways, score_positions, topk_by_blocks
+from lmviz.models.loading import LoadedModel
+from lmviz.serving.scoring import analyse_batch
 
 TEXT = "the cat sat on a mat and the dog ran to the park"
 
@@ -98,7 +99,7 @@ def test_top_k_larger_than_the_vocabulary_is_capped(tiny_loaded):
 
 
 def test_readable_tokens_show_bytes_and_invisible_characters(bundled):
-    from lmviz.text import readable_token
+    from lmviz.core.text import readable_token
 
     tok = bundled.tokenizer
     pieces = [readable_token(tok, i) for i in tok("日 a\u202eb\x1b\r\n", add_special_tokens=False)["input_ids"]]
@@ -150,7 +151,7 @@ def test_score_positions_equals_one_pass_over_the_vocabulary(monkeypatch):
     assert torch.equal(whole["nll"], -log_p.gather(-1, targets[:, None])[:, 0])
     assert torch.equal(whole["top_p"], log_p.topk(5, dim=-1).values.exp())
     assert whole["rank"][:10].tolist() == [1] * 10 and whole["nll"][10] == math.inf
-    monkeypatch.setitem(analysis.CHUNK_SCORES, "cpu", 3 * 5000)  # 3 positions at a time: 17 pieces, joined again
+    monkeypatch.setitem(causal_lm.CHUNK_SCORES, "cpu", 3 * 5000)  # 3 positions at a time: 17 pieces, joined again
     in_pieces = score_positions(logits, targets, 5)
     assert all(torch.equal(whole[key], in_pieces[key]) for key in whole)
 
@@ -160,7 +161,7 @@ def test_the_check_in_pieces_equals_the_models_loss(tiny_gpt2, monkeypatch):
     with torch.no_grad():
         out = tiny_gpt2(input_ids=ids, labels=ids)
     shifted, labels = out.logits[0, :-1], ids[0, 1:]  # (39, V), (39,)
-    monkeypatch.setitem(analysis.CHUNK_SCORES, "cpu", 4 * 50)  # 4 positions at a time: 10 pieces
+    monkeypatch.setitem(causal_lm.CHUNK_SCORES, "cpu", 4 * 50)  # 4 positions at a time: 10 pieces
     by_hand, model_own, cross_entropy = loss_three_ways(tiny_gpt2, shifted, labels,
                                                         score_positions(shifted, labels, 5)["nll"])
     assert model_own == pytest.approx(out.loss.item(), abs=1e-6)
@@ -177,7 +178,7 @@ def test_the_bundled_model_against_torch(bundled):
     with torch.inference_mode():
         out = bundled.model(input_ids=ids, labels=ids)
     log_p = torch.log_softmax(out.logits[0, :-1], dim=-1)  # (N, V)
-    assert len(result.rows) > analysis.CHUNK_SCORES["cpu"] // log_p.shape[-1]  # more than one piece
+    assert len(result.rows) > causal_lm.CHUNK_SCORES["cpu"] // log_p.shape[-1]  # more than one piece
     assert result.loss_model == pytest.approx(out.loss.item(), abs=1e-5)
     assert result.loss_cross_entropy == pytest.approx(out.loss.item(), abs=1e-5)
     assert result.max_difference < 1e-5

@@ -12,7 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lmviz.__main__ import main
-from tests.helpers import APP, BAD_INPUTS as CASES, open_page
+from tests.helpers import APP, open_page
+from tests.helpers import BAD_INPUTS as CASES
 
 IDS = [c["case"] for c in CASES]
 # the hostile inputs' markup, where it would still be live: not preceded by Markdown's escaping backslash

@@ -1,4 +1,4 @@
-"""lmviz.batches against Hugging Face GPT-2's own loss on padded batches and
+"""lmviz.lessons.batches against Hugging Face GPT-2's own loss on padded batches and
 against each sentence scored alone; then the "Batches and padding" page."""
 
 import copy
@@ -8,12 +8,21 @@ import torch
 import torch.nn.functional as F
 from transformers import DataCollatorForLanguageModeling
 
-from lmviz.batches import (MAX_BATCH_SENTENCES, batch_losses, count_items, encode_sentences, gradient_accumulation,
-                           labels_for, pad_batch, reorderings)
-from lmviz.losses import IGNORE_INDEX, perplexity
-from lmviz.numbers import PERPLEXITY_DIGITS, fmt
-from lmviz.text import NothingToScore, boundary_token_note, end_token_id, readable_token
-from lmviz.ui import escape_markdown
+from lmviz.core.labels import IGNORE_INDEX
+from lmviz.core.losses import perplexity
+from lmviz.core.numbers import PERPLEXITY_DIGITS, fmt
+from lmviz.core.text import boundary_token_note, end_token_id, escape_markdown, readable_token
+from lmviz.errors import NothingToScore
+from lmviz.lessons.batches import (
+    MAX_BATCH_SENTENCES,
+    batch_losses,
+    count_items,
+    encode_sentences,
+    gradient_accumulation,
+    labels_for,
+    pad_batch,
+    reorderings,
+)
 from tests.helpers import open_page
 
 PAD = 0  # the tiny GPT-2 has no pad token; 0 is never a real token in SENTENCES

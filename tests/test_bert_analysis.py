@@ -1,4 +1,4 @@
-"""lmviz.bert_analysis: masked LM, next sentence and BERT's total loss, each against the model's own."""
+"""lmviz.lessons.bert: masked LM, next sentence and BERT's total loss, each against the model's own."""
 
 import math
 
@@ -6,10 +6,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.bert_analysis import (NothingSelected, NotMaskable, analyse_bert_loss, analyse_mlm, analyse_mlm_at,
-                                 analyse_nsp, maskable_positions)
-from lmviz.masking import Branch
-from lmviz.text import NothingToScore
+from lmviz.core.labels import Branch
+from lmviz.errors import NothingToScore
+from lmviz.lessons.bert import (
+    NothingSelected,
+    NotMaskable,
+    analyse_bert_loss,
+    analyse_mlm,
+    analyse_mlm_at,
+    analyse_nsp,
+    maskable_positions,
+)
 from tests.helpers import one_sentence
 
 TEXT = "anna and ben went to the park . anna saw a red fox near the pond ."

@@ -5,10 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.bert_analysis import SPELLED_PIECES, unknown_words, word_pieces
-from lmviz.corpus import generate_corpus
-from lmviz.models import load_bert
-from lmviz.numbers import fmt
+from lmviz.core.corpus import generate_corpus
+from lmviz.core.numbers import fmt
+from lmviz.lessons.bert import SPELLED_PIECES, unknown_words, word_pieces
+from lmviz.models.loading import load_bert
 from tests.helpers import open_page
 
 ENGLISH = "The capital of France is Paris."

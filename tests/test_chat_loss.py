@@ -1,4 +1,4 @@
-"""lmviz.chat_loss against references: the model's own out.loss, F.cross_entropy, transformers'
+"""lmviz.lessons.chat_loss against references: the model's own out.loss, F.cross_entropy, transformers'
 apply_chat_template (plain, with sanitize_control_tokens, and with {% generation %} tags'
 assistant mask, which TRL's assistant_only_loss uses), TRL's completion-only prompt/completion split,
 torch's logsigmoid and hand computations; with SmolLM2's template and with two others written here."""
@@ -10,11 +10,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.chat_loss import (TEMPLATE, ChatTemplateError, NoChatTemplate, analyse_sft, answer_and_all_token_losses,
-                             chat_tokens, compare_answers, dpo_from_comparisons, dpo_loss, minus_log_sigmoid)
-from lmviz.models import LoadedModel
-from lmviz.next_token import BadInput
-from lmviz.text import NothingToScore
+from lmviz.errors import NothingToScore
+from lmviz.lessons.chat_loss import (
+    TEMPLATE,
+    ChatTemplateError,
+    NoChatTemplate,
+    analyse_sft,
+    answer_and_all_token_losses,
+    chat_tokens,
+    compare_answers,
+    dpo_from_comparisons,
+    dpo_loss,
+    minus_log_sigmoid,
+)
+from lmviz.lessons.next_token import BadInput
+from lmviz.models.loading import LoadedModel
 from tests.helpers import BAD_INPUTS, one_sentence
 
 QUESTION, ANSWER = "What is the capital of France?", "Paris."

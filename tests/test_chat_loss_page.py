@@ -4,9 +4,9 @@ read as text, and one sentence for what cannot be scored."""
 import pytest
 import torch
 
-from lmviz.chat_loss import chat_tokens
-from lmviz.losses import IGNORE_INDEX
-from lmviz.numbers import fmt
+from lmviz.core.labels import IGNORE_INDEX
+from lmviz.core.numbers import fmt
+from lmviz.lessons.chat_loss import chat_tokens
 from tests.helpers import open_page
 
 

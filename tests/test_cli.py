@@ -8,11 +8,11 @@ import sys
 import pytest
 
 from lmviz.__main__ import main
-from lmviz.analysis import analyse_clm
-from lmviz.chat_loss import analyse_sft
-from lmviz.next_token import distribution, if_true_next, next_token_logits, sample_token
-from lmviz.numbers import fmt, fmt_prob
-from lmviz.text import readable_token
+from lmviz.core.numbers import fmt, fmt_prob
+from lmviz.core.text import readable_token
+from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.lessons.chat_loss import analyse_sft
+from lmviz.lessons.next_token import distribution, if_true_next, next_token_logits, sample_token
 
 TEXT = "The capital of France is Paris."
 

@@ -1,16 +1,29 @@
-"""lmviz.compare: the alignment on hand-made sequences, and both versions' losses and their difference
+"""lmviz.core.compare: the alignment on hand-made sequences, and both versions' losses and their difference
 against the models' own logits through torch's cross-entropy; then both pages' comparison against the library."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.analysis import analyse_clm
-from lmviz.bert_analysis import analyse_mlm_at, maskable_positions
-from lmviz.compare import (CHANGED, ONLY_A, ONLY_B, SAME, Version, a_variant, align, clm_version, compare, mlm_version,
-                           positions_in_b, signed, summary)
-from lmviz.numbers import fmt
-from lmviz.ui import escape_markdown
+from lmviz.core.compare import (
+    CHANGED,
+    ONLY_A,
+    ONLY_B,
+    SAME,
+    Version,
+    a_variant,
+    align,
+    clm_version,
+    compare,
+    mlm_version,
+    positions_in_b,
+    signed,
+    summary,
+)
+from lmviz.core.numbers import fmt
+from lmviz.core.text import escape_markdown
+from lmviz.lessons.bert import analyse_mlm_at, maskable_positions
+from lmviz.lessons.causal_lm import analyse_clm
 from tests.helpers import open_page
 
 
@@ -176,7 +189,7 @@ def test_your_sentence_compares_two_versions(bundled, bad):
 
 
 def test_masked_lm_compares_two_versions_masked_at_the_same_places():
-    from lmviz.models import load_bert
+    from lmviz.models.loading import load_bert
 
     loaded = load_bert()  # the page's model: the tests' hub cache is empty, so not bert-base-uncased
     at = open_page("app_pages/masked_lm.py")

@@ -1,12 +1,12 @@
-"""lmviz.corpus: reproducible stories whose probability is known exactly."""
+"""lmviz.core.corpus: reproducible stories whose probability is known exactly."""
 
 import math
 import random
 
 import pytest
 
-from lmviz import corpus
-from lmviz.corpus import corpus_from_text, entropy_per_token, generate_corpus, generate_story, unigram_entropy
+from lmviz.core import corpus
+from lmviz.core.corpus import corpus_from_text, entropy_per_token, generate_corpus, generate_story, unigram_entropy
 
 
 def test_same_seed_same_stories_and_splits_do_not_overlap():
@@ -77,6 +77,6 @@ def test_the_story_generator_and_the_text_helpers_need_no_torch():
     import sys
     from pathlib import Path
 
-    done = subprocess.run([sys.executable, "-c", "import sys, lmviz.corpus, lmviz.text; print('torch' in sys.modules)"],
+    done = subprocess.run([sys.executable, "-c", "import sys, lmviz.core.corpus, lmviz.core.text; print('torch' in sys.modules)"],
                           capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
     assert done.stdout.strip() == "False", done.stderr

@@ -3,10 +3,9 @@
 import re
 
 import pytest
-
-from lmviz.glossary import TERMS, anchor, link
 from streamlit.testing.v1 import AppTest
 
+from lmviz.course.glossary import TERMS, anchor, link
 from tests.helpers import APP, PAGES, open_page
 
 LINK = re.compile(r"\[(.*?)\]\(glossary(?:\?[^#)]*)?#([a-z0-9-]+)\)")  # on text with \[ \] unescaped: "[[MASK]](glossary#…)"

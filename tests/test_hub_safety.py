@@ -16,10 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 
-from lmviz import hub
-from lmviz.deployment import DEFAULT_MAX_MODEL_GB, max_model_gb
-from lmviz.loading import ModelLoadError, from_pretrained, load_named
-from lmviz.models import SHIPPED, TINY_GPT
+from lmviz.errors import ModelLoadError
+from lmviz.models import hub
+from lmviz.models.loading import SHIPPED, TINY_GPT
+from lmviz.models.pretrained import from_pretrained, load_named
+from lmviz.models.settings import DEFAULT_MAX_MODEL_GB, max_model_gb
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 TINY = SHIPPED[TINY_GPT]
@@ -116,7 +117,7 @@ def _handler(stand_in):
 def _point_the_client_at(monkeypatch, endpoint, cache):
     """The hub client reads these once, at import (conftest set HF_HUB_OFFLINE=1 before): set them here."""
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", endpoint)  # read by lmviz.loading.hub_reachable
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)  # read by lmviz.models.pretrained.hub_reachable
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", endpoint)  # HfApi's default endpoint
     monkeypatch.setattr("huggingface_hub.constants.HUGGINGFACE_CO_URL_TEMPLATE",
@@ -315,19 +316,19 @@ def test_the_same_new_model_twice_at_once_is_downloaded_once(stand_in):
 def test_a_page_asked_for_a_model_over_the_cap_says_why_in_one_sentence(stand_in, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from lmviz import ui
+    from lmviz.app import caches
     from tests.helpers import APP, unescaped
 
     stand_in({"someone/huge"}, sizes={"model.safetensors": 5_000_000_000})
-    monkeypatch.setattr("lmviz.bundled.bundled_gguf", lambda: None)  # as on a host: the fallback is the tiny GPT
-    ui.get_batcher.clear()
-    ui.get_model.clear()
+    monkeypatch.setattr("lmviz.models.bundled.bundled_gguf", lambda: None)  # as on a host: the fallback is the tiny GPT
+    caches.get_batcher.clear()
+    caches.get_model.clear()
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params["model"] = "someone/huge"
     at.run()
     at = at.switch_page("app_pages/your_sentence.py").run()
-    ui.get_batcher.clear()
-    ui.get_model.clear()
+    caches.get_batcher.clear()
+    caches.get_model.clear()
     said = " ".join(unescaped(w.value) for w in at.warning)
     assert not at.exception and at.metric  # scored with a fallback
     assert ("'someone/huge' is 5.00 GB of weights, over this server's download cap of 1.00 GB (LMVIZ_MAX_MODEL_GB), "

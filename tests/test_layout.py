@@ -1,11 +1,11 @@
-"""The house's boundaries (ARCHITECTURE.md): pages get models through lmviz.ui; Streamlit stays
+"""The house's boundaries (ARCHITECTURE.md): pages get models through lmviz.app.choosers; Streamlit stays
 in the two glue modules; the library never imports a page; plots and numbers never load a model."""
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LOADING_MODULES = {"lmviz.models", "lmviz.loading", "lmviz.bundled", "transformers"}
+LOADING_MODULES = {"lmviz.models.loading", "lmviz.models.pretrained", "lmviz.models.bundled", "transformers"}
 STREAMLIT_GLUE = {"ui.py", "classroom.py"}
 
 
@@ -24,7 +24,7 @@ def test_pages_get_their_models_through_ui():
     pages = sorted((ROOT / "app_pages").glob("*.py"))
     assert len(pages) >= 9
     for page in pages:
-        assert not imported_modules(page) & LOADING_MODULES, f"{page.name} loads models itself: use lmviz.ui"
+        assert not imported_modules(page) & LOADING_MODULES, f"{page.name} loads models itself: use lmviz.app.choosers"
 
 
 def test_streamlit_stays_in_the_glue_and_the_library_never_imports_a_page():
@@ -37,4 +37,4 @@ def test_streamlit_stays_in_the_glue_and_the_library_never_imports_a_page():
 
 def test_plots_and_numbers_never_load_a_model():
     for name in ("plots.py", "numbers.py", "palettes.py", "glossary.py"):
-        assert not imported_modules(ROOT / "lmviz" / name) & (LOADING_MODULES | {"lmviz.analysis", "torch"}), name
+        assert not imported_modules(ROOT / "lmviz" / name) & (LOADING_MODULES | {"lmviz.lessons.causal_lm", "torch"}), name

@@ -1,4 +1,4 @@
-"""lmviz.losses against torch's cross-entropy and Hugging Face models' own loss."""
+"""lmviz.core.losses against torch's cross-entropy and Hugging Face models' own loss."""
 
 import math
 
@@ -6,10 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.losses import (
-    IGNORE_INDEX, IS_NEXT_HF, IS_NEXT_FLIPPED, bert_loss, clm_loss, mlm_loss, nsp_loss, flip_nsp_labels,
-)
-from lmviz.masking import create_mlm_mask
+from lmviz.core.labels import IGNORE_INDEX, IS_NEXT_FLIPPED, IS_NEXT_HF
+from lmviz.core.losses import bert_loss, clm_loss, flip_nsp_labels, mlm_loss, nsp_loss
+from lmviz.core.masking import create_mlm_mask
 from tests.helpers import TINY_VOCAB
 
 

@@ -1,10 +1,10 @@
-"""lmviz.masking: BERT's 15 % and 80/10/10, measured on a large seeded batch."""
+"""lmviz.core.masking: BERT's 15 % and 80/10/10, measured on a large seeded batch."""
 
 import pytest
 import torch
 
-from lmviz.losses import IGNORE_INDEX
-from lmviz.masking import Branch, create_mlm_mask, create_nsp_pairs, replacement_pool
+from lmviz.core.labels import IGNORE_INDEX, Branch
+from lmviz.core.masking import create_mlm_mask, create_nsp_pairs, replacement_pool
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 SPECIAL = [PAD, CLS, SEP, MASK]

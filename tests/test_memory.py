@@ -17,7 +17,7 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from lmviz.models import SHIPPED, TINY_GPT
+from lmviz.models.loading import SHIPPED, TINY_GPT
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = 200_000
@@ -61,8 +61,9 @@ def child_json(code: str) -> dict:
 def test_a_text_too_long_for_memory_gives_one_sentence_and_the_next_text_still_works(wide_model):
     out = child_json(f"""
 import json
-from lmviz.analysis import NotEnoughMemory, analyse_clm
-from lmviz.models import load_causal_lm
+from lmviz.errors import NotEnoughMemory
+from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.models.loading import load_causal_lm
 loaded = load_causal_lm({wide_model!r}, device="cpu")
 before = analyse_clm(loaded, {SHORT!r}).loss
 cap_memory(250)
@@ -87,9 +88,10 @@ def test_a_class_batch_with_one_long_text_still_scores_the_short_one(wide_model,
     pieces = "" if piece_tokens is None else f", piece_tokens={piece_tokens}"
     out = child_json(f"""
 import json, threading
-from lmviz.analysis import NotEnoughMemory, analyse_clm
-from lmviz.models import load_causal_lm
-from lmviz.serving import Batcher
+from lmviz.errors import NotEnoughMemory
+from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.models.loading import load_causal_lm
+from lmviz.serving.batcher import Batcher
 loaded = load_causal_lm({wide_model!r}, device="cpu")
 alone = analyse_clm(loaded, {SHORT!r})
 batcher = Batcher(loaded, window=2.0{pieces})  # long enough for both requests to share a batch

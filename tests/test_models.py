@@ -1,4 +1,4 @@
-"""lmviz.models: the bundled model offline, and clear sentences when loading fails."""
+"""lmviz.models.loading: the bundled model offline, and clear sentences when loading fails."""
 
 import os
 import time
@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmviz.analysis import analyse_clm
-from lmviz.bundled import bundled_gguf
-from lmviz.models import DEFAULT_MODEL, ModelLoadError, load_causal_lm, pick_device
+from lmviz.errors import ModelLoadError
+from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.models.bundled import bundled_gguf
+from lmviz.models.loading import DEFAULT_MODEL, load_causal_lm, pick_device
 
 
 def test_the_bundled_model_file_is_installed():
@@ -66,7 +67,7 @@ def test_device_is_cuda_when_present_else_cpu(monkeypatch):
 
 
 def test_unwritable_cache_warns_and_never_dequantises_twice(tmp_path, monkeypatch):
-    from lmviz import bundled
+    from lmviz.models import bundled
 
     read_only = tmp_path / "ro"
     read_only.mkdir()
@@ -88,7 +89,7 @@ def test_unwritable_cache_warns_and_never_dequantises_twice(tmp_path, monkeypatc
 
 
 def test_a_public_deployment_refuses_models_outside_its_list(monkeypatch):
-    from lmviz.models import TINY_BERT, bert_candidates, load_bert
+    from lmviz.models.loading import TINY_BERT, bert_candidates, load_bert
 
     monkeypatch.setenv("LMVIZ_ALLOWED_MODELS", f"{DEFAULT_MODEL}, {TINY_BERT}")
     with pytest.raises(ModelLoadError, match="only offers these models: SmolLM2-135M-Instruct, lmviz-tiny-bert"):
@@ -112,7 +113,7 @@ def test_low_memory_setting_loads_bfloat16_weights(monkeypatch):
 def test_a_damaged_model_folder_gives_one_sentence(tmp_path, damage):
     import shutil
 
-    from lmviz.models import SHIPPED, TINY_GPT
+    from lmviz.models.loading import SHIPPED, TINY_GPT
 
     folder = tmp_path / "model"
     shutil.copytree(SHIPPED[TINY_GPT], folder)
@@ -130,7 +131,7 @@ def test_a_damaged_model_folder_gives_one_sentence(tmp_path, damage):
 
 
 def test_a_gguf_file_that_fails_to_dequantise_gives_one_sentence(tmp_path, monkeypatch):
-    from lmviz import bundled
+    from lmviz.models import bundled
 
     broken = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
     broken.write_bytes(bundled.bundled_gguf().read_bytes()[:4096])  # the header, then nothing
@@ -145,9 +146,9 @@ def test_a_class_starting_at_once_dequantises_the_bundled_model_once(tmp_path, m
     """Thirty students opening the app on a cold start must not start thirty dequantisations."""
     import threading
 
-    from lmviz import bundled
-    from lmviz.loading import from_pretrained
-    from lmviz.models import SHIPPED, TINY_GPT
+    from lmviz.models import bundled
+    from lmviz.models.loading import SHIPPED, TINY_GPT
+    from lmviz.models.pretrained import from_pretrained
 
     calls = []
 
@@ -183,8 +184,8 @@ def test_a_class_starting_at_once_dequantises_the_bundled_model_once(tmp_path, m
 
 CONCURRENT_LOADS = """
 import threading, traceback
-from lmviz.models import load_bert, load_causal_lm
-from lmviz.training import Trainer
+from lmviz.models.loading import load_bert, load_causal_lm
+from lmviz.lessons.training import Trainer
 failures = []
 def run(load):
     try:
@@ -202,7 +203,7 @@ print("\\n".join(failures))
 
 def test_models_loaded_by_several_sessions_at_once_all_load():
     """A fresh server: the warm start loads the bundled model while students open the BERT pages
-    and the Train page. Without lmviz.models.model_build_lock, transformers' process-wide meta-device
+    and the Train page. Without lmviz.models.loading.model_build_lock, transformers' process-wide meta-device
     patch made such loads fail ("Cannot copy out of meta tensor", or a half-imported transformers)."""
     import subprocess
     import sys

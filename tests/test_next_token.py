@@ -1,15 +1,24 @@
-"""lmviz.next_token against references: torch.softmax of the model's own logits, argmax, a seeded
-torch.multinomial, model.generate, and the rows of lmviz.analysis.analyse_clm ("Your sentence")."""
+"""lmviz.lessons.next_token against references: torch.softmax of the model's own logits, argmax, a seeded
+torch.multinomial, model.generate, and the rows of lmviz.lessons.causal_lm.analyse_clm ("Your sentence")."""
 
 import math
 
 import pytest
 import torch
 
-from lmviz.analysis import analyse_clm, length_limit
-from lmviz.next_token import (BadInput, append_token, distribution, greedy_token, if_true_next, next_token_logits,
-                              next_token_logits_from_ids, sample_token, softmax_with_temperature)
-from lmviz.text import NothingToScore
+from lmviz.errors import NothingToScore
+from lmviz.lessons.causal_lm import analyse_clm, length_limit
+from lmviz.lessons.next_token import (
+    BadInput,
+    append_token,
+    distribution,
+    greedy_token,
+    if_true_next,
+    next_token_logits,
+    next_token_logits_from_ids,
+    sample_token,
+    softmax_with_temperature,
+)
 from tests.helpers import BAD_INPUTS, one_sentence
 
 PREFIX = "The capital of France is"

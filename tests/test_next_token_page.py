@@ -9,8 +9,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from lmviz.analysis import analyse_clm
-from lmviz.text import readable_token
+from lmviz.core.text import readable_token
+from lmviz.lessons.causal_lm import analyse_clm
 from tests.helpers import APP, open_page
 
 
@@ -82,7 +82,7 @@ def open_page_with(page: str, params: dict):
 
 
 def test_works_with_lmviz_tiny_gpt_and_says_what_a_bad_prefix_is():
-    from lmviz.models import TINY_GPT, load_causal_lm
+    from lmviz.models.loading import TINY_GPT, load_causal_lm
 
     at = open_page("app_pages/next_token.py")
     at.text_input(key="model_name").set_value(TINY_GPT).run()

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lmviz.lesson import PATH
-from lmviz.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
-from lmviz.ui import escape_markdown
+from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
+from lmviz.core.text import escape_markdown
+from lmviz.course.registry import PATH
 from tests.helpers import APP, PAGES, open_page, unescaped
 
 
@@ -65,7 +65,7 @@ def test_a_zero_true_label_probability_gives_an_explained_infinity_and_the_page_
 
 
 def test_your_sentence_scores_a_typed_sentence(bundled):
-    from lmviz.analysis import analyse_clm
+    from lmviz.lessons.causal_lm import analyse_clm
 
     at = open_page("app_pages/your_sentence.py")
     assert not at.exception
@@ -87,7 +87,7 @@ def test_your_sentence_scores_a_typed_sentence(bundled):
 
 
 def test_your_sentence_reads_the_sentence_from_the_url(bundled):
-    from lmviz.analysis import analyse_clm
+    from lmviz.lessons.causal_lm import analyse_clm
 
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params["text"] = "Paris is the capital of France."
@@ -101,8 +101,8 @@ def test_your_sentence_reads_the_sentence_from_the_url(bundled):
 
 
 def test_your_sentence_names_the_start_token_it_really_adds(bundled):
-    from lmviz.analysis import analyse_clm
-    from lmviz.text import boundary_token_note, readable_token
+    from lmviz.core.text import boundary_token_note, readable_token
+    from lmviz.lessons.causal_lm import analyse_clm
 
     at = open_page("app_pages/your_sentence.py")
     offer = next(c.value for c in at.caption if "Tick" in c.value)
@@ -119,7 +119,7 @@ def test_your_sentence_names_the_start_token_it_really_adds(bundled):
 
 
 def test_your_sentence_names_whose_length_limit_cut_the_text(bundled):
-    from lmviz.analysis import MAX_TOKENS, length_limit
+    from lmviz.lessons.causal_lm import MAX_TOKENS, length_limit
 
     at = open_page("app_pages/your_sentence.py")
     at.text_area(key="text").input("龘" * 1000).run(timeout=120)  # 3 000 tokens in 1 000 characters
@@ -132,7 +132,7 @@ def test_your_sentence_names_whose_length_limit_cut_the_text(bundled):
 
 
 def test_length_limit_is_the_models_own_when_it_is_lower(tiny_loaded):
-    from lmviz.analysis import analyse_clm, length_limit
+    from lmviz.lessons.causal_lm import analyse_clm, length_limit
 
     limit, why = length_limit(tiny_loaded.model)
     assert limit == tiny_loaded.model.config.n_positions == 64 and why.startswith("the model's limit")
@@ -226,7 +226,7 @@ def test_every_page_file_is_registered_and_so_tested():
 
 
 def test_your_sentence_shows_markup_and_odd_text_as_plain_tokens(bundled):
-    from lmviz.analysis import analyse_clm
+    from lmviz.lessons.causal_lm import analyse_clm
 
     text = "**bold** $x^2$ <script>alert(1)</script> [x](y) :red[b] \u202eevil 日本"
     at = open_page("app_pages/your_sentence.py")
@@ -240,7 +240,7 @@ def test_your_sentence_shows_markup_and_odd_text_as_plain_tokens(bundled):
 
 
 def test_your_sentence_top_k_on_demand(bundled):
-    from lmviz.analysis import analyse_clm
+    from lmviz.lessons.causal_lm import analyse_clm
 
     at = open_page("app_pages/your_sentence.py")
     at.toggle[0].set_value(True).run()
@@ -252,8 +252,8 @@ def test_your_sentence_top_k_on_demand(bundled):
 
 
 def test_masked_lm_page_matches_the_library_and_rerolls():
-    from lmviz.bert_analysis import analyse_mlm
-    from lmviz.models import load_bert
+    from lmviz.lessons.bert import analyse_mlm
+    from lmviz.models.loading import load_bert
 
     at = open_page("app_pages/masked_lm.py")
     assert not at.exception and not at.error
@@ -281,7 +281,7 @@ def test_masked_lm_page_matches_the_library_and_rerolls():
 
 
 def test_masked_lm_page_says_where_random_tokens_come_from():
-    from lmviz.models import load_bert
+    from lmviz.models.loading import load_bert
 
     at = open_page("app_pages/masked_lm.py")
     tokenizer = load_bert().tokenizer  # the page's model where bert-base-uncased is not cached
@@ -317,8 +317,8 @@ def test_next_sentence_page_shows_both_losses_and_the_convention():
     # the pinned headline: p(B follows A) as torch's softmax of the head's own logits gives it
     import torch
 
-    from lmviz.bert_analysis import analyse_nsp
-    from lmviz.models import load_bert
+    from lmviz.lessons.bert import analyse_nsp
+    from lmviz.models.loading import load_bert
 
     pair = analyse_nsp(load_bert(), at.text_input(key="nsp_a").value, at.text_input(key="nsp_b").value, True)
     metrics = {m.label: m.value for m in at.metric}
@@ -375,8 +375,8 @@ def html_of(at: AppTest, css_class: str) -> str:
 def test_your_sentence_writes_each_tokens_loss_on_it_escaped(bundled):
     import html
 
-    from lmviz.analysis import analyse_clm
-    from lmviz.palettes import loss_colour
+    from lmviz.figures.palettes import loss_colour
+    from lmviz.lessons.causal_lm import analyse_clm
 
     text = "I love <script>alert(1)</script> dogs $x$ **not** cats \u202eevil"
     at = open_page("app_pages/your_sentence.py")
@@ -396,8 +396,8 @@ def test_your_sentence_writes_each_tokens_loss_on_it_escaped(bundled):
 def test_masked_lm_page_marks_each_branch_by_more_than_colour():
     import html
 
-    from lmviz.bert_analysis import analyse_mlm
-    from lmviz.models import load_bert
+    from lmviz.lessons.bert import analyse_mlm
+    from lmviz.models.loading import load_bert
 
     at = open_page("app_pages/masked_lm.py")
     at.slider(key="mlm_rate").set_value(1.0).run()
@@ -425,7 +425,7 @@ def test_masked_lm_page_marks_each_branch_by_more_than_colour():
 def test_your_sentence_puts_its_loss_on_a_scale(bundled):
     """Beside the loss: a uniform guess's loss and the same model on plain English; and what the start
     token changes at the beginning of the text, with this text's own numbers."""
-    from lmviz.analysis import REFERENCE_TEXT, analyse_clm
+    from lmviz.lessons.causal_lm import REFERENCE_TEXT, analyse_clm
 
     at = open_page("app_pages/your_sentence.py")
     metrics = {m.label: m.value for m in at.metric}
@@ -449,7 +449,7 @@ def test_your_sentence_puts_its_loss_on_a_scale(bundled):
 
 def test_a_retrained_model_is_never_served_the_previous_models_results():
     """Same name, same step count, new weights: the cached analysis must be the new model's own."""
-    from lmviz.analysis import analyse_clm
+    from lmviz.lessons.causal_lm import analyse_clm
 
     at = open_page("app_pages/train.py")
     losses = []

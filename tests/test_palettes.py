@@ -1,4 +1,4 @@
-"""lmviz.palettes seen by colour-blind readers: simulated protanopia, deuteranopia and tritanopia
+"""lmviz.figures.palettes seen by colour-blind readers: simulated protanopia, deuteranopia and tritanopia
 (Machado, Oliveira & Fernandes 2009, as colorspacious implements it; severity 100 = the full
 dichromacy, the hardest case), distances measured in CAM02-UCS (Luo, Cui & Li 2006)."""
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from colorspacious import cspace_convert, deltaE
 
-from lmviz import palettes
-from lmviz.masking import Branch
+from lmviz.core.labels import Branch
+from lmviz.figures import palettes
 
 DICHROMACIES = ("protanomaly", "deuteranomaly", "tritanomaly")
 VISIONS = ("normal", *DICHROMACIES)

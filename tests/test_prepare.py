@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from lmviz import prepare
 from lmviz.__main__ import main
-from lmviz.loading import from_pretrained
-from lmviz.models import SHIPPED, TINY_BERT, TINY_GPT
+from lmviz.models import offline as prepare
+from lmviz.models.loading import SHIPPED, TINY_BERT, TINY_GPT
+from lmviz.models.pretrained import from_pretrained
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

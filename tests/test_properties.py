@@ -8,9 +8,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lmviz.analysis import Request, analyse_batch
-from lmviz.losses import clm_loss, mlm_loss
-from lmviz.masking import Branch, create_mlm_mask
+from lmviz.core.labels import Branch
+from lmviz.core.losses import clm_loss, mlm_loss
+from lmviz.core.masking import create_mlm_mask
+from lmviz.lessons.causal_lm import Request
+from lmviz.serving.scoring import analyse_batch
 
 EXTREMES = st.sampled_from([0.0, 1e4, -1e4, 30.0, -30.0])
 

@@ -14,9 +14,10 @@ import pytest
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
-from lmviz.deployment import CHARS_PER_MINUTE_VARIABLE, local_paths_allowed
-from lmviz.models import FOLDERS_REFUSED, SHIPPED, TINY_GPT, ModelLoadError, check_visitor_name
-from lmviz.ui import problem_for_visitor
+from lmviz.app.problems import problem_for_visitor
+from lmviz.errors import ModelLoadError
+from lmviz.models.loading import FOLDERS_REFUSED, SHIPPED, TINY_GPT, check_visitor_name
+from lmviz.models.settings import CHARS_PER_MINUTE_VARIABLE, local_paths_allowed
 from tests.helpers import APP, open_page, unescaped
 
 CHECKOUT = Path(APP).parent
@@ -28,7 +29,7 @@ EXCEPTION_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
 
 @pytest.fixture
 def listening_on(monkeypatch):
-    """Sets Streamlit's server.address, the option lmviz.ui reads, as `streamlit run --server.address` does."""
+    """Sets Streamlit's server.address, the option lmviz.app.choosers reads, as `streamlit run --server.address` does."""
     monkeypatch.delenv("LMVIZ_ALLOW_LOCAL_PATHS", raising=False)
     yield lambda address: config.set_option("server.address", address)
     config._set_option("server.address", None, config.ConfigOption.DEFAULT_DEFINITION)
@@ -119,7 +120,7 @@ def test_a_folder_passes_where_folders_are_allowed(secret_model):
 
 
 def test_the_ui_reads_where_streamlit_listens(listening_on):
-    script = "import streamlit as st\nfrom lmviz import ui\nst.write(str(ui._folders_allowed()))"
+    script = "import streamlit as st\nfrom lmviz.app import choosers\nst.write(str(choosers._folders_allowed()))"
     for address, allowed in [("127.0.0.1", "True"), ("0.0.0.0", "False"), (None, "False")]:
         listening_on(address)
         at = AppTest.from_string(script).run()
@@ -211,7 +212,7 @@ def test_the_damaged_folder_is_named_by_its_last_part_and_the_log_has_the_rest(t
     listening_on("127.0.0.1")
     folder = _damaged(tmp_path)
     at = _open("app_pages/your_sentence.py")
-    with caplog.at_level(logging.WARNING, logger="lmviz.ui"):
+    with caplog.at_level(logging.WARNING, logger="lmviz.app.choosers"):
         at.text_input(key="model_name").set_value(str(folder)).run()
     said = [unescaped(w.value) for w in at.warning]
     assert any("The folder '…/damaged-model' is not a causal language model transformers can read "
@@ -246,7 +247,7 @@ def _chained(message, cause: Exception) -> ModelLoadError:
      "lmviz found nothing in …/mine or …/m."),
 ])
 def test_what_a_visitor_is_told_keeps_the_sentence_and_drops_the_server(name, error, shown, caplog):
-    with caplog.at_level(logging.INFO, logger="lmviz.ui"):
+    with caplog.at_level(logging.INFO, logger="lmviz.app.choosers"):
         assert problem_for_visitor(name, error) == shown
     assert str(error).splitlines()[0] in caplog.text  # the whole error is in the server's log
 
@@ -255,15 +256,15 @@ def test_what_a_visitor_is_told_keeps_the_sentence_and_drops_the_server(name, er
 def chars_per_minute_of(monkeypatch):
     """LMVIZ_CHARS_PER_MINUTE for one test: the process's FairShare is built again from it, and after the test
     from the suite's setting (conftest.py)."""
-    from lmviz import ui
+    from lmviz.app import caches
 
     def set_limit(value: str):
         monkeypatch.setenv(CHARS_PER_MINUTE_VARIABLE, value)
-        ui._fair_share.clear()
+        caches._fair_share.clear()
 
     yield set_limit
     monkeypatch.undo()
-    ui._fair_share.clear()
+    caches._fair_share.clear()
 
 
 # Each page's limit lies between what its first text costs and what the second adds: 137 characters a text;

@@ -5,9 +5,9 @@ import json
 import re
 from pathlib import Path
 
-from lmviz.analysis import MAX_TOKENS
-from lmviz.models import ASSETS
-from lmviz.text import readable_token, start_token_id
+from lmviz.core.text import readable_token, start_token_id
+from lmviz.lessons.causal_lm import MAX_TOKENS
+from lmviz.models.loading import ASSETS
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
@@ -74,12 +74,12 @@ def test_the_noisy_neighbour_sends_the_longest_text_your_sentence_takes():
 
 
 def test_the_limits_of_a_shared_server_are_the_codes():
-    from lmviz.analysis import PIECE_TOKENS
-    from lmviz.batches import MAX_BATCH_SENTENCES, MAX_TOKENS_PER_SENTENCE
-    from lmviz.bert_analysis import MAX_PAIR_TOKENS
-    from lmviz.deployment import DEFAULT_CHARS_PER_MINUTE
-    from lmviz.serving import (ALONE_PIECES_LONGER, CLASS_AT_WORK_SECONDS, LONG_WAITS_AT_MOST_SECONDS,
-                               PROCESS_CHARS_IN_FLIGHT, TURN_SECONDS)
+    from lmviz.lessons.batches import MAX_BATCH_SENTENCES, MAX_TOKENS_PER_SENTENCE
+    from lmviz.lessons.bert import MAX_PAIR_TOKENS
+    from lmviz.models.settings import DEFAULT_CHARS_PER_MINUTE
+    from lmviz.serving.batcher import ALONE_PIECES_LONGER, CLASS_AT_WORK_SECONDS, LONG_WAITS_AT_MOST_SECONDS
+    from lmviz.serving.fair_share import PROCESS_CHARS_IN_FLIGHT, TURN_SECONDS
+    from lmviz.serving.scoring import PIECE_TOKENS
 
     hosting = " ".join(README[README.index("## Hosting"):].split())
     assert f"(default `{DEFAULT_CHARS_PER_MINUTE}`: five texts of the longest a page takes;" in hosting

@@ -8,9 +8,11 @@ import torch
 import torch.nn.functional as F
 from streamlit.testing.v1 import AppTest
 
-from lmviz import lesson, toy
-from lmviz.numbers import fmt
-from lmviz.quiz import Question, check, read_number, tolerance_for
+from lmviz.core import toy
+from lmviz.core.numbers import fmt
+from lmviz.course import registry as lesson
+from lmviz.course.questions import toy as toy_questions
+from lmviz.course.quiz import Question, check, read_number, tolerance_for
 from tests.helpers import APP, PAGES, answer_question, by_hand, one_sentence, open_page, verdicts
 
 NUMBER = Question("n", "What is -log 0.5?", math.log(2), reason="Because.", hint="Use ln.")
@@ -60,7 +62,7 @@ def test_a_question_cannot_be_made_without_a_possible_answer():
 
 
 def test_the_path_follows_the_app_and_links_carry_only_its_keys():
-    assert [step.page for step in lesson.PATH] == [page for page in PAGES if page in lesson.STEPS]
+    assert [step.page for step in lesson.PATH] == [page for page in PAGES if page in {step.page for step in lesson.PATH}]
     assert lesson.total_questions() == len(lesson.all_keys()) >= 2 * len(lesson.PATH)
     done = {"train/start", "toy/nll", "toy/bogus", "../../etc/passwd"}
     assert lesson.read_progress(",".join(done)) == {"train/start", "toy/nll"}
@@ -79,19 +81,19 @@ def test_toy_questions_follow_the_table(edits):
     for row, cells in edits.items():
         for word, value in cells.items():
             table[row, toy.VOCAB.index(word)] = value
-    questions = {q.key: q for q in toy.check_questions(toy.walkthrough(table / table.sum(-1, keepdim=True)))}
+    questions = {q.key: q for q in toy_questions.build_questions(toy.walkthrough(table / table.sum(-1, keepdim=True)))}
     some = next(t for t, p in enumerate(expected["p_label"]) if p > 0)
     assert questions["nll"].answer == pytest.approx(-math.log(expected["p_label"][some]), abs=1e-9)
     assert "p = " in questions["nll"].ask and f"Row {some}:" in questions["nll"].ask
     assert questions["uniform"].answer == pytest.approx(math.log(10))
     largest = max(range(5), key=lambda t: expected["nll"][t])
     assert questions["largest"].answer == questions["largest"].choices[largest]
-    assert set(questions) == set(lesson.STEPS["app_pages/toy_example.py"].questions)
+    assert set(questions) == set(lesson.find("toy").questions)
 
 
 def test_toy_page_checks_hints_and_reveals():
     at = open_page("app_pages/toy_example.py")
-    question = {q.key: q for q in toy.check_questions(toy.walkthrough())}["nll"]
+    question = {q.key: q for q in toy_questions.build_questions(toy.walkthrough())}["nll"]
     answer_question(at, "toy/nll", "0.5")
     assert any(message.startswith("Not quite. Hint: ") for message in verdicts(at)["wrong"])
     answer_question(at, "toy/nll", fmt(question.answer, 2))
@@ -99,7 +101,7 @@ def test_toy_page_checks_hints_and_reveals():
     answer_question(at, "toy/uniform", "ten")
     assert "“ten” is not a number: type digits, for example 0.69." in verdicts(at)["not an answer"]
     answer_question(at, "toy/largest", reveal=True)
-    assert verdicts(at)["revealed"] == [f"The answer: 1: I → love. {toy.check_questions(toy.walkthrough())[2].reason}"]
+    assert verdicts(at)["revealed"] == [f"The answer: 1: I → love. {toy_questions.build_questions(toy.walkthrough())[2].reason}"]
     assert not at.exception
     footer = [c.value for c in at.caption if "check-yourself questions answered" in c.value]
     assert footer and footer[0].startswith(f"2 of {lesson.total_questions()} ")  # the right answer and the reveal
@@ -130,7 +132,8 @@ def test_a_count_is_checked_exactly():
 @pytest.mark.parametrize("text, add_bos", [("The capital of France is Paris.", False),
                                            ("One two three four five six seven eight nine ten eleven.", True)])
 def test_your_sentence_questions_follow_the_text(tiny_loaded, text, add_bos):
-    from lmviz.analysis import analyse_clm, check_questions
+    from lmviz.course.questions.sentence import build_questions
+    from lmviz.lessons.causal_lm import analyse_clm
 
     result = analyse_clm(tiny_loaded, text, add_bos=add_bos)
     ids = tiny_loaded.tokenizer(text)["input_ids"]
@@ -138,8 +141,8 @@ def test_your_sentence_questions_follow_the_text(tiny_loaded, text, add_bos):
     with torch.no_grad():
         logits = tiny_loaded.model(torch.tensor([ids])).logits[0, :-1]
     nll = F.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none")  # the reference: -log p per label
-    questions = {q.key: q for q in check_questions(result)}
-    assert set(questions) == set(lesson.STEPS["app_pages/your_sentence.py"].questions)
+    questions = {q.key: q for q in build_questions(result)}
+    assert set(questions) == set(lesson.find("sentence").questions)
     costliest = int(nll.argmax())
     assert questions["highest"].answer.startswith(f"{costliest}: ")
     assert len(questions["highest"].choices) <= 8 and questions["highest"].answer in questions["highest"].choices
@@ -148,7 +151,8 @@ def test_your_sentence_questions_follow_the_text(tiny_loaded, text, add_bos):
 
 
 def test_your_sentence_predict_first_hides_the_losses_until_the_guess(bundled):
-    from lmviz.analysis import analyse_clm, check_questions
+    from lmviz.course.questions.sentence import build_questions
+    from lmviz.lessons.causal_lm import analyse_clm
 
     at = open_page("app_pages/your_sentence.py")
     at.checkbox(key="sentence_predict").check().run()
@@ -156,7 +160,7 @@ def test_your_sentence_predict_first_hides_the_losses_until_the_guess(bundled):
     headings = [h.value for h in at.subheader]
     assert "2. Predict first" in headings and "3. The loss at each position" not in headings
     assert not [chart for chart in at.get("plotly_chart")]  # no per-token chart yet
-    question = {q.key: q for q in check_questions(analyse_clm(bundled, "The capital of France is Paris."))}["highest"]
+    question = {q.key: q for q in build_questions(analyse_clm(bundled, "The capital of France is Paris."))}["highest"]
     wrong = next(choice for choice in question.choices if choice != question.answer)
     answer_question(at, "sentence/highest", wrong)
     assert any(message.startswith("Not quite. Hint: ") for message in verdicts(at)["wrong"])
@@ -169,7 +173,7 @@ def test_your_sentence_predict_first_hides_the_losses_until_the_guess(bundled):
 
 
 def test_your_sentence_checks_the_perplexity_of_its_own_loss(bundled):
-    from lmviz.analysis import analyse_clm
+    from lmviz.lessons.causal_lm import analyse_clm
 
     at = open_page("app_pages/your_sentence.py")
     at.text_area(key="text").input("Dogs bark at night.").run()

@@ -9,11 +9,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz import lesson
-from lmviz.bert_analysis import (MAX_PAIR_TOKENS, analyse_bert_loss, analyse_mlm, analyse_mlm_at, analyse_nsp,
-                                 check_questions_bert_loss, check_questions_mlm, check_questions_nsp)
-from lmviz.masking import create_mlm_mask
-from lmviz.numbers import fmt
+from lmviz.core.masking import create_mlm_mask
+from lmviz.core.numbers import fmt
+from lmviz.course import registry as lesson
+from lmviz.course.questions import bert_loss as bert_loss_questions
+from lmviz.course.questions import masked_lm as masked_lm_questions
+from lmviz.course.questions import nsp as nsp_questions
+from lmviz.lessons.bert import MAX_PAIR_TOKENS, analyse_bert_loss, analyse_mlm, analyse_mlm_at, analyse_nsp
 from tests.helpers import answer_question, open_page, verdicts
 
 STORY = "anna and ben went to the park . anna saw a red fox near the pond ."
@@ -24,7 +26,7 @@ PAIRS = [("anna went to the park .", "she saw a red fox .", True),
 @pytest.fixture(scope="module")
 def bert():
     """The pages' BERT: lmviz's shipped tiny one (conftest.py keeps the hub cache empty)."""
-    from lmviz.models import load_bert
+    from lmviz.models.loading import load_bert
 
     return load_bert()
 
@@ -49,14 +51,14 @@ def test_nsp_questions_follow_the_pair_and_its_label(bert, a, b, follows):
     p_next = 1 / (1 + math.exp(logit_b - logit_a))  # the softmax of two scores, by hand
     label = 0 if follows else 1  # Hugging Face's convention: 0 = B follows A
     loss = -math.log(p_next if follows else 1 - p_next)
-    questions = keyed(check_questions_nsp(analyse_nsp(bert, a, b, follows)))
-    assert set(questions) == set(lesson.STEPS["app_pages/next_sentence.py"].questions)
+    questions = keyed(nsp_questions.build_questions(analyse_nsp(bert, a, b, follows)))
+    assert set(questions) == set(lesson.find("nsp").questions)
     assert questions["probability"].answer == pytest.approx(p_next, abs=1e-5)
     said = re.search(r"a = (\S+) \(B follows A\) and b = (\S+) \(B does not\)", questions["probability"].ask)
     assert [float(v) for v in said.groups()] == pytest.approx([logit_a, logit_b], abs=1e-5)
     assert questions["loss"].answer == pytest.approx(loss, abs=1e-5)
     assert f"the label is {label}: B {'follows' if follows else 'does not follow'} A." in questions["loss"].ask
-    flipped = keyed(check_questions_nsp(analyse_nsp(bert, a, b, not follows)))["loss"]
+    flipped = keyed(nsp_questions.build_questions(analyse_nsp(bert, a, b, not follows)))["loss"]
     assert flipped.answer == pytest.approx(-math.log(1 - p_next if follows else p_next), abs=1e-5)
 
 
@@ -78,8 +80,8 @@ def own_bert_loss(bert, a: str, b: str, follows: bool, seed: int):
 def test_bert_loss_questions_follow_the_pair_and_the_weights(bert, a, b, follows, seed, weights):
     mlm, nsp = own_bert_loss(bert, a, b, follows, seed)
     mlm_part, nsp_part = weights[0] * mlm, weights[1] * nsp
-    questions = keyed(check_questions_bert_loss(analyse_bert_loss(bert, a, b, follows, seed, *weights)))
-    assert set(questions) == set(lesson.STEPS["app_pages/bert_loss.py"].questions)
+    questions = keyed(bert_loss_questions.build_questions(analyse_bert_loss(bert, a, b, follows, seed, *weights)))
+    assert set(questions) == set(lesson.find("bert-loss").questions)
     assert questions["total"].answer == pytest.approx(mlm_part + nsp_part, abs=1e-4)
     said = re.fullmatch(r"The masked-LM loss is (\S+), weighted (\S+), and the next-sentence loss is (\S+), "
                         r"weighted (\S+)\. What is BERT's pre-training loss\?", questions["total"].ask)
@@ -97,7 +99,7 @@ def test_bert_loss_questions_rank_the_weighted_parts_not_the_bare_losses(bert):
     mlm, nsp = own_bert_loss(bert, a, b, follows, 0)
     # the smaller loss weighted to twice the larger one: it is then the part that adds more
     weights = (1.0, 2 * mlm / nsp) if nsp < mlm else (2 * nsp / mlm, 1.0)
-    larger = keyed(check_questions_bert_loss(analyse_bert_loss(bert, a, b, follows, 0, *weights)))["larger"]
+    larger = keyed(bert_loss_questions.build_questions(analyse_bert_loss(bert, a, b, follows, 0, *weights)))["larger"]
     assert larger.answer == ("next sentence" if nsp < mlm else "masked LM")
 
 
@@ -117,8 +119,8 @@ def kept_by_hand(bert, text: str, seed: int, keep: float):
 def test_mlm_questions_follow_the_mask(bert, text, seed):
     count, offered, kept = kept_by_hand(bert, text, seed, keep=0.5)
     analysis = analyse_mlm(bert, text, seed, 1.0, 0.0, 0.5)
-    questions = keyed(check_questions_mlm(analysis))
-    assert set(questions) == set(lesson.STEPS["app_pages/masked_lm.py"].questions)
+    questions = keyed(masked_lm_questions.build_questions(analysis))
+    assert set(questions) == set(lesson.find("masked-lm").questions)
     assert questions["mean"].answer == pytest.approx(analysis.loss_model, abs=1e-5)  # the model's own loss
     assert questions["count"].answer == count == len(text.split())  # a rate of 1 selects every word
     assert kept is not None and len(offered) > 1  # these seeds draw a kept position and another one
@@ -127,16 +129,16 @@ def test_mlm_questions_follow_the_mask(bert, text, seed):
 
 def test_mlm_questions_count_the_chosen_positions_and_leave_out_kept_when_none_is(bert):
     for positions in ([1, 3], [2, 4, 5, 7]):
-        questions = keyed(check_questions_mlm(analyse_mlm_at(bert, STORY, positions)))
+        questions = keyed(masked_lm_questions.build_questions(analyse_mlm_at(bert, STORY, positions)))
         assert questions["count"].answer == len(positions) and "kept" not in questions  # [MASK] at every one
-    questions = keyed(check_questions_mlm(analyse_mlm(bert, STORY, 0, 1.0, 0.0, 1.0)))
+    questions = keyed(masked_lm_questions.build_questions(analyse_mlm(bert, STORY, 0, 1.0, 0.0, 1.0)))
     assert questions["count"].answer == len(STORY.split()) and "kept" not in questions  # all kept: no other choice
 
 
 def test_next_sentence_page_checks_hints_and_reveals(bert):
     at = open_page("app_pages/next_sentence.py")
     a, b = at.text_input(key="nsp_a").value, at.text_input(key="nsp_b").value
-    questions = keyed(check_questions_nsp(analyse_nsp(bert, a, b, True)))
+    questions = keyed(nsp_questions.build_questions(analyse_nsp(bert, a, b, True)))
     answer_question(at, "nsp/probability", fmt(questions["probability"].answer, 2))
     assert f"Right. {questions['probability'].reason}" in verdicts(at)["right"]
     answer_question(at, "nsp/loss", fmt(questions["loss"].answer + 0.5, 2))
@@ -152,7 +154,7 @@ def test_next_sentence_page_checks_hints_and_reveals(bert):
 def test_bert_loss_page_checks_hints_and_reveals(bert):
     at = open_page("app_pages/bert_loss.py")
     a, b = at.text_input(key="bert_a").value, at.text_input(key="bert_b").value
-    questions = keyed(check_questions_bert_loss(analyse_bert_loss(bert, a, b, True, 0)))
+    questions = keyed(bert_loss_questions.build_questions(analyse_bert_loss(bert, a, b, True, 0)))
     answer_question(at, "bert-loss/total", fmt(questions["total"].answer, 2))
     assert f"Right. {questions['total'].reason}" in verdicts(at)["right"]
     wrong = next(c for c in questions["larger"].choices if c != questions["larger"].answer)

@@ -9,9 +9,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz import chat_loss, lesson, next_token
-from lmviz.numbers import fmt
-from lmviz.text import readable_token
+from lmviz.core.numbers import fmt
+from lmviz.core.text import readable_token
+from lmviz.course import registry as lesson
+from lmviz.course.questions import chat_loss as chat_loss_questions
+from lmviz.course.questions import next_token as next_token_questions
+from lmviz.lessons import chat_loss, next_token
 from tests.helpers import answer_question, open_page, verdicts
 
 NEXT_TOKEN_PAGE, CHAT_PAGE = "app_pages/next_token.py", "app_pages/chat_loss.py"
@@ -48,8 +51,8 @@ def test_next_token_questions_follow_the_models_logits(bundled, text, temperatur
     logits = next_token.next_token_logits(bundled, text)
     shown = next_token.distribution(logits, tokenizer, temperature)
     chosen = next_token.if_true_next(logits, tokenizer, word) if word else None
-    questions = by_key(next_token.check_questions(logits, shown, chosen, tokenizer))
-    assert list(questions) == list(lesson.STEPS[NEXT_TOKEN_PAGE].questions)
+    questions = by_key(next_token_questions.build_questions(shown, *next_token.question_inputs(logits, tokenizer, shown, chosen)))
+    assert list(questions) == list(lesson.find("next-token").questions)
 
     z = model_logits(bundled, text)
     other = the_other_temperature(temperature)
@@ -90,7 +93,7 @@ def hand_logits(tokenizer, scores: dict[int, float]) -> next_token.NextTokenLogi
 def test_next_token_questions_from_logits_written_by_hand(tiny_tokenizer, scores, temperature, runner_up, answer):
     logits = hand_logits(tiny_tokenizer, scores)
     shown = next_token.distribution(logits, tiny_tokenizer, temperature, top_k=5)
-    questions = by_key(next_token.check_questions(logits, shown, None, tiny_tokenizer))
+    questions = by_key(next_token_questions.build_questions(shown, *next_token.question_inputs(logits, tiny_tokenizer, shown, None)))
     top = max(scores, key=scores.get)
     assert questions["greedy"].answer == name(tiny_tokenizer, top)
     denominator = sum(math.exp(scores.get(i, 0.0)) for i in range(len(tiny_tokenizer)))  # T = 1
@@ -109,7 +112,7 @@ def test_next_token_page_checks_hints_and_reveals(bundled):
     runner_up = int(z.topk(2).indices[1])  # no true next token chosen yet: it stands in
     loss = F.cross_entropy(z[None], torch.tensor([runner_up])).item()
     logits = next_token.next_token_logits(bundled, text)
-    questions = by_key(next_token.check_questions(logits, next_token.distribution(logits, tokenizer), None, tokenizer))
+    questions = by_key(next_token_questions.build_questions(next_token.distribution(logits, tokenizer), *next_token.question_inputs(logits, tokenizer, next_token.distribution(logits, tokenizer), None)))
 
     answer_question(at, "next-token/nll", fmt(loss + 0.5, 2))
     assert verdicts(at)["wrong"] == [f"Not quite. Hint: {questions['nll'].hint}"]
@@ -161,8 +164,8 @@ def chat_reference(loaded, user: str, answer: str, system: str | None) -> dict:
 def test_chat_questions_follow_the_conversation(bundled, user, answer, system, compared):
     expected = chat_reference(bundled, user, answer, system)
     result = chat_loss.analyse_sft(bundled, user, answer, system)
-    questions = by_key(chat_loss.check_questions(result))
-    assert list(questions) == list(lesson.STEPS[CHAT_PAGE].questions)
+    questions = by_key(chat_loss_questions.build_questions(result))
+    assert list(questions) == list(lesson.find("chat-loss").questions)
     assert questions["count"].answer == expected["count"]
     assert f"of the {expected['positions']} positions" in questions["count"].reason
     gap = expected["answer only"] - expected["every token"]
@@ -181,7 +184,7 @@ def test_chat_page_checks_hints_and_reveals(bundled):
     at = open_page(CHAT_PAGE)
     user, answer = at.text_input(key="chat_user").value, at.text_input(key="chat_answer").value
     expected = chat_reference(bundled, user, answer, None)
-    questions = by_key(chat_loss.check_questions(chat_loss.analyse_sft(bundled, user, answer)))
+    questions = by_key(chat_loss_questions.build_questions(chat_loss.analyse_sft(bundled, user, answer)))
 
     answer_question(at, "chat-loss/count", str(expected["count"] + 1))
     assert verdicts(at)["wrong"] == [f"Not quite. Hint: {questions['count'].hint}"]

@@ -9,14 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz import lesson
-from lmviz.batches import batch_losses, check_questions, labels_for, pad_batch
-from lmviz.corpus import corpus_from_text, generate_corpus
-from lmviz.losses import IGNORE_INDEX
-from lmviz.numbers import fmt
-from lmviz.training import Trainer
-from lmviz.training import check_questions as training_questions
-from lmviz.training import make_batch, train_tokenizer
+from lmviz.core.corpus import corpus_from_text, generate_corpus
+from lmviz.core.labels import IGNORE_INDEX
+from lmviz.core.numbers import fmt
+from lmviz.course import registry as lesson
+from lmviz.course.questions.batches import build_questions
+from lmviz.course.questions.train import build_questions as training_questions
+from lmviz.lessons.batches import batch_losses, labels_for, pad_batch
+from lmviz.lessons.training import Trainer, make_batch, train_tokenizer
 from tests.helpers import answer_question, open_page, verdicts
 
 EOS = 2
@@ -55,8 +55,8 @@ def test_batches_questions_follow_the_batch(tiny_gpt2):
     for sequences in BATCHES:
         ids, mask = pad_batch(sequences, 0, "right")
         labels = labels_for(ids, mask)
-        questions = {q.key: q for q in check_questions(mask, labels, batch_losses(tiny_gpt2, ids, mask, labels))}
-        assert set(questions) == set(lesson.STEPS["app_pages/batches.py"].questions)
+        questions = {q.key: q for q in build_questions(mask, labels, batch_losses(tiny_gpt2, ids, mask, labels))}
+        assert set(questions) == set(lesson.find("batches").questions)
         assert questions["count"].answer == sum(len(s) - 1 for s in sequences)
         assert questions["ignored"].answer == len(sequences) * max(map(len, sequences)) - sum(map(len, sequences))
         gap = sum(hf_mean(tiny_gpt2, s) for s in sequences) / len(sequences) - hf_batch_loss(tiny_gpt2, sequences)
@@ -122,7 +122,7 @@ def test_train_questions_follow_the_model_and_its_training(objective, corpus):
     size = trainer.model.get_output_embeddings().out_features  # V, as the model's last layer has it
     untrained = hf_token_loss(trainer)
     before = {q.key: q for q in training_questions(objective, len(trainer.tokenizer))}
-    assert set(before) == set(lesson.STEPS["app_pages/train.py"].questions)
+    assert set(before) == set(lesson.find("train").questions)
     assert before["start"].answer == pytest.approx(math.log(size), abs=1e-12)
     assert before["start"].answer == pytest.approx(untrained, abs=0.1)  # where the model does start
     assert before["perplexity"].answer == size and f"ln {size}" in before["perplexity"].ask

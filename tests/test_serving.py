@@ -1,4 +1,4 @@
-"""lmviz.serving: many threads at once get their own, correct, results; long texts are read in pieces with
+"""lmviz.serving.batcher: many threads at once get their own, correct, results; long texts are read in pieces with
 short ones first; FairShare's limits on one session's texts."""
 
 import dataclasses
@@ -8,10 +8,12 @@ import time
 import pytest
 import torch
 
-from lmviz.analysis import analyse_clm, forward_in_pieces
-from lmviz.deployment import CHARS_PER_MINUTE_VARIABLE, DEFAULT_CHARS_PER_MINUTE, chars_per_minute
-from lmviz.serving import ALONE_PIECES_LONGER, CLASS_AT_WORK_SECONDS, Batcher, FairShare, TooMuchText
-from lmviz.text import NothingToScore
+from lmviz.errors import NothingToScore
+from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.models.settings import CHARS_PER_MINUTE_VARIABLE, DEFAULT_CHARS_PER_MINUTE, chars_per_minute
+from lmviz.serving.batcher import ALONE_PIECES_LONGER, CLASS_AT_WORK_SECONDS, Batcher
+from lmviz.serving.fair_share import FairShare, TooMuchText
+from lmviz.serving.scoring import forward_in_pieces
 
 SENTENCES = ["the cat sat on a mat", "a dog ran to the park and saw a big red bird", "the bird saw the cat",
              "small blue bird ran", "the cat and the dog sat on the mat and saw the park"] * 4

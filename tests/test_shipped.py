@@ -5,10 +5,10 @@ import math
 
 import pytest
 
-from lmviz.bert_analysis import analyse_bert_loss, analyse_mlm, analyse_nsp
-from lmviz.corpus import entropy_per_token, generate_corpus
-from lmviz.models import ASSETS, SHIPPED, TINY_BERT, TINY_GPT, load_bert, load_causal_lm
-from lmviz.training import evaluate
+from lmviz.core.corpus import entropy_per_token, generate_corpus
+from lmviz.lessons.bert import analyse_bert_loss, analyse_mlm, analyse_nsp
+from lmviz.lessons.training import evaluate
+from lmviz.models.loading import ASSETS, SHIPPED, TINY_BERT, TINY_GPT, load_bert, load_causal_lm
 
 
 @pytest.fixture(scope="module")

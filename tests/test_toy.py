@@ -1,4 +1,4 @@
-"""lmviz.toy and the Toy example page: the article's 0.86302, any edited table, a 0 and its ∞."""
+"""lmviz.core.toy and the Toy example page: the article's 0.86302, any edited table, a 0 and its ∞."""
 
 import json
 import math
@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from streamlit.testing.v1 import AppTest
 
-from lmviz import toy
-from lmviz.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
+from lmviz.core import toy
+from lmviz.core.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
 from tests.helpers import APP, LABELS, by_hand
 
 

@@ -1,4 +1,4 @@
-"""lmviz.training: the tokenizer, the batches, and a loop whose loss is lmviz's own."""
+"""lmviz.lessons.training: the tokenizer, the batches, and a loop whose loss is lmviz's own."""
 
 import math
 
@@ -6,11 +6,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.corpus import entropy_per_token, generate_corpus, vocabulary
-from lmviz.numbers import fmt
-from lmviz.plots import training_curves
-from lmviz.training import (OBJECTIVES, PART_UNITS, VALIDATION_ENTROPY, Trainer, build_model, compute_loss, loss_parts,
-                            make_batch, train_tokenizer)
+from lmviz.core.corpus import entropy_per_token, generate_corpus, vocabulary
+from lmviz.core.numbers import fmt
+from lmviz.figures.plots import training_curves
+from lmviz.lessons.training import (
+    OBJECTIVES,
+    PART_UNITS,
+    VALIDATION_ENTROPY,
+    Trainer,
+    build_model,
+    compute_loss,
+    loss_parts,
+    make_batch,
+    train_tokenizer,
+)
 
 
 @pytest.fixture(scope="module")

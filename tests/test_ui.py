@@ -1,11 +1,11 @@
-"""lmviz.ui: user text is shown literally, checked on what a Markdown renderer makes of it."""
+"""lmviz.app.choosers: user text is shown literally, checked on what a Markdown renderer makes of it."""
 
 import re
 
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-from lmviz.ui import escape_markdown
+from lmviz.core.text import escape_markdown
 
 NASTY = r"**bold** _it_ $x^2$ <script>alert(1)</script> <img src=x onerror=alert(1)> [a](b) :red[c] `code` # h \ ~s~ |t|"
 # Streamlit's Markdown is CommonMark with GitHub's extensions (tables, ~strike~) and LaTeX between dollars:

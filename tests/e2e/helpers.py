@@ -4,7 +4,7 @@ import os
 import re
 from pathlib import Path
 
-from lmviz import toy
+from lmviz.core import toy
 from scripts.live_server import ROOT, SETTLED
 
 # where the page screenshots go: CI keeps them as artifacts; scripts/update_screenshots sets docs/screenshots

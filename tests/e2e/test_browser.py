@@ -5,7 +5,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
-from lmviz.analysis import analyse_clm
+from lmviz.lessons.causal_lm import analyse_clm
 from scripts.live_server import ROOT, running_server, sentence_page_at_once
 from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle
 

@@ -5,11 +5,12 @@ from urllib.parse import quote
 
 from playwright.sync_api import expect
 
-from lmviz.analysis import analyse_clm
-from lmviz.numbers import fmt
+from lmviz.core.numbers import fmt
+from lmviz.lessons.causal_lm import analyse_clm
 from scripts.live_server import environment_set, running_server
 from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, settle, type_into_editor
 from tests.helpers import by_hand
+
 
 def visible_value(tab, label: str) -> str:
     """The metric's value, once it lies wholly inside the viewport (waiting for it: the layout still

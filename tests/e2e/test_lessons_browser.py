@@ -4,9 +4,9 @@ control is on screen with it, and user text stays text."""
 import torch
 from playwright.sync_api import expect
 
-from lmviz.chat_loss import analyse_sft
-from lmviz.numbers import fmt
-from lmviz.text import readable_token
+from lmviz.core.numbers import fmt
+from lmviz.core.text import readable_token
+from lmviz.lessons.chat_loss import analyse_sft
 from tests.e2e.helpers import assert_no_error, metric, settle
 
 

@@ -6,7 +6,7 @@ import re
 
 from playwright.sync_api import expect
 
-from lmviz.lesson import PATH, total_questions
+from lmviz.course.registry import PATH, total_questions
 from tests.e2e.helpers import assert_no_error, settle
 
 

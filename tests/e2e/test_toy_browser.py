@@ -5,8 +5,9 @@ import math
 
 import pytest
 
-from lmviz import plots, toy
-from lmviz.numbers import fmt
+from lmviz.core import toy
+from lmviz.core.numbers import fmt
+from lmviz.figures import plots
 from scripts.live_server import LOSS_METRIC, SETTLED
 from tests.e2e.helpers import type_into_editor
 from tests.helpers import LABELS, by_hand

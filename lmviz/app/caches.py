@@ -1,0 +1,54 @@
+"""The models and the limits every session shares: one copy of each model per process (Streamlit's
+resource cache), its Batcher, and the process's FairShare."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from lmviz.models.loading import (
+    bert_candidates,
+    load_bert,
+    load_causal_lm,
+)
+from lmviz.models.settings import chars_per_minute
+from lmviz.serving.batcher import Batcher
+from lmviz.serving.fair_share import PROCESS_CHARS_IN_FLIGHT, FairShare
+
+
+@st.cache_data(ttl=600, show_spinner=False)
+def usual_berts() -> list[str]:
+    return bert_candidates()  # may wait for a check that the hub answers: kept for ten minutes
+
+
+@st.cache_resource(show_spinner=False, max_entries=3)
+def load_bert_once(name: str, device: str):
+    return load_bert(name, device=device)
+
+
+@st.cache_resource(show_spinner=False, max_entries=3)
+def get_model(name: str, device: str, dtype: str, token: str | None):
+    """One copy of a causal LM per process, shared by every session and page (never modified)."""
+    return load_causal_lm(name, device=device, dtype=dtype, token=token)
+
+
+# on_release: a batcher dropped from the cache ends its thread, which would otherwise keep the model alive
+@st.cache_resource(show_spinner=False, max_entries=3, on_release=lambda batcher: batcher.close())
+def get_batcher(name: str, device: str, dtype: str, token: str | None):
+    """Gathers the requests of all sessions that arrive together into one forward pass."""
+    return Batcher(get_model(name, device, dtype, token))
+
+
+@st.cache_resource(show_spinner=False)
+def _fair_share() -> FairShare:
+    """One per process: every session's texts count against the same limits."""
+    return FairShare(chars_per_minute(), PROCESS_CHARS_IN_FLIGHT)
+
+
+def fair_share(*texts: str | None):
+    """A context manager around a page's forward pass on the visitor's ``texts``, put where a cached result
+    would not reach (one already computed costs the server nothing): lmviz.serving.fair_share.FairShare's limits for
+    this session. Its TooMuchText is a NothingToScore, which every page already shows as a sentence."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx  # (Streamlit's own name for this session)
+
+    context = get_script_run_ctx()
+    return _fair_share().admit(context.session_id if context else "", [text for text in texts if text])

@@ -1,0 +1,235 @@
+"""The model pickers of the pages: which causal LM or BERT a page scores with, the fallbacks when it
+cannot be loaded, and the model the Train page hands to the other pages of a session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
+
+import streamlit as st
+
+from lmviz.app.caches import get_batcher, load_bert_once, usual_berts
+from lmviz.app.problems import problem_for_visitor, show_problem
+from lmviz.core.text import escape_markdown
+from lmviz.errors import NotEnoughMemory
+from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.models.bundled import prepare_bundled
+from lmviz.models.loading import (
+    DEFAULT_MODEL,
+    DTYPES,
+    TINY_BERT,
+    TINY_GPT,
+    LoadedModel,
+    available_devices,
+    check_visitor_name,
+)
+from lmviz.models.offline import cached_models
+from lmviz.models.settings import allowed_models, default_dtype, local_paths_allowed
+from lmviz.serving.batcher import Batcher
+
+
+def _bert_choices() -> list[str]:
+    """The BERTs to offer: the usual ones, then every other BERT `python -m lmviz prepare` cached here
+    (read from the cache folder at every run: cheap, and never out of date)."""
+    usual = usual_berts()
+    return usual + [name for name in _cached_here("bert") if name not in usual]
+
+
+def _cached_here(kind: str) -> list[str]:
+    """Hub models of this kind in this machine's Hugging Face cache (they load offline), that this
+    deployment offers."""
+    allowed = allowed_models()
+    return [m.name for m in cached_models() if m.kind == kind and (allowed is None or m.name in allowed)]
+
+
+# The models this session trained on the Train page, kept in its session state: they belong to it alone.
+_TRAINED_KEYS = {"clm": "trained_clm", "bert": "trained_bert"}
+
+
+def keep_trained_model(trainer) -> None:
+    """Hands the Train page's model (a lmviz.lessons.training.Trainer's) to the other pages of this session."""
+    kind = "clm" if trainer.objective == "clm" else "bert"
+    st.session_state[_TRAINED_KEYS[kind]] = trainer.as_loaded_model()
+
+
+def trained_causal_lm() -> LoadedModel | None:
+    return st.session_state.get(_TRAINED_KEYS["clm"])
+
+
+def trained_bert() -> LoadedModel | None:
+    return st.session_state.get(_TRAINED_KEYS["bert"])
+
+
+def forget_trained_models() -> None:
+    for key in _TRAINED_KEYS.values():
+        st.session_state.pop(key, None)
+
+
+def choose_bert():
+    """A BERT model picker shared by the BERT pages: bert-base-uncased where it can
+    be had, else lmviz's own tiny BERT; one copy per process. Returns a LoadedModel."""
+    trained = trained_bert()
+    choices = _bert_choices() + ([trained.name] if trained is not None else [])
+    with st.expander("Model", expanded=False):
+        name = st.selectbox("BERT model", choices, key="bert_choice",
+                            help="bert-base-uncased is offered when it is cached here or the hub can be reached.")
+        folders = _folders_allowed()
+        custom = "" if allowed_models() else st.text_input(
+            f"…or a hub id{' / local folder' if folders else ''} of a BertForPreTraining model",
+            key="bert_custom").strip()
+    if trained is not None and name == trained.name and not custom:
+        st.caption(escape_markdown(f"Model: {trained.name}, {trained.source}."))
+        return trained
+    loaded = _bert_or_tiny(custom or name, folders)
+    st.caption(escape_markdown(f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}."))
+    return loaded
+
+
+def _bert_or_tiny(name: str, folders_allowed: bool) -> LoadedModel:
+    """The BERT named, or with one sentence saying why not, lmviz's tiny BERT; the page stops when neither loads."""
+    try:
+        with st.spinner(f"Loading {escape_markdown(name)}…"):
+            return load_bert_once(check_visitor_name(name, folders_allowed), "auto")
+    except Exception as error:  # also what a model folder or download throws: one sentence, not a traceback
+        show_problem(problem_for_visitor(name, error), kind="error")
+    if name == TINY_BERT:
+        st.stop()
+    st.info(f"Using lmviz's own tiny BERT, {TINY_BERT}, instead.")
+    return _bert_or_tiny(TINY_BERT, folders_allowed)
+
+
+def _folders_allowed() -> bool:
+    """lmviz.models.settings.local_paths_allowed for this run: where this server listens (Streamlit's
+    server.address; unset means every interface) and whether this request came through a proxy."""
+    proxied = any(header in st.context.headers for header in ("X-Forwarded-For", "Forwarded", "X-Real-Ip"))
+    return local_paths_allowed(st.get_option("server.address"), proxied)
+
+
+def load_with_progress(name: str, device: str, dtype: str, token: str | None) -> tuple[Batcher | None, str]:
+    """(the model's batcher, ""), or (None, one sentence saying why the model could not be loaded)."""
+    shown = escape_markdown(name)
+    try:
+        name = check_visitor_name(name, _folders_allowed())  # before anything reads the disk with the name
+        if name == DEFAULT_MODEL:
+            bar = st.progress(0.0, text=f"Preparing {shown}…")
+            prepare_bundled(lambda fraction, message: bar.progress(fraction, text=message))
+            bar.empty()
+        from lmviz.models.hub import waiting_sentence  # (here: the one function of ui.py that needs it)
+
+        # A download under way for another page makes this one wait (one at a time, lmviz.models.hub): said in the
+        # spinner, which shows only while the load takes time (the sentence cannot be updated from inside the
+        # cached loader: Streamlit would replay it on every later cache hit).
+        with st.spinner(f"Loading {shown}… {escape_markdown(waiting_sentence(name))}".rstrip()):
+            return get_batcher(name, device, dtype, token), ""
+    except Exception as error:  # also what a model folder or download throws: one sentence, not a traceback
+        return None, problem_for_visitor(name, error)
+
+
+# What a causal-LM page scores with when the model it asks for cannot be loaded: the bundled model
+# (absent where only requirements.txt was installed, as on a host), then lmviz's own tiny GPT, in assets/.
+CAUSAL_FALLBACKS = (DEFAULT_MODEL, TINY_GPT)
+
+
+def causal_lm_or_fallback(name: str, device: str, dtype: str, token: str | None) -> Batcher:
+    """``name``'s batcher; when it cannot be loaded, the first of CAUSAL_FALLBACKS that this deployment
+    offers and that loads, with a sentence saying why; the page stops after the sentence when none loads."""
+    allowed = allowed_models()
+    fallbacks = [m for m in CAUSAL_FALLBACKS if m != name and (allowed is None or m in allowed)]
+    batcher, problem = load_with_progress(name, device, dtype, token)
+    for fallback in fallbacks:
+        if batcher is not None:
+            break
+        batcher, _ = load_with_progress(fallback, device, dtype, None)
+        if batcher is not None:
+            show_problem(f"{problem} This page uses {fallback} ({batcher.loaded.source}) instead.",
+                         icon=":material/swap_horiz:")
+    if batcher is None:
+        show_problem(problem, kind="error")
+        st.stop()
+    return batcher
+
+
+def default_causal_lm():
+    """The bundled model's batcher, shared by every page and session (or a fallback: causal_lm_or_fallback)."""
+    return causal_lm_or_fallback(DEFAULT_MODEL, "auto", default_dtype(), None)
+
+
+@dataclass
+class CausalChoice:
+    """The causal LM a page scores with (see choose_causal_lm)."""
+
+    loaded: LoadedModel
+    analyse: Callable  # (text, add_bos=, top_k=) -> lmviz.lessons.causal_lm.ClmAnalysis
+    dtype: str
+    token: str | None
+    shared: bool  # one copy for every session (its requests batched); False: this session's trained model
+
+    @property
+    def cache_key(self) -> tuple:
+        """What a cache of this model's results is keyed on (never reused by another model)."""
+        return self.loaded.name, self.loaded.identity, self.loaded.device, self.loaded.dtype
+
+    def on_cpu(self) -> CausalChoice:
+        """The same shared model on the CPU, for when the GPU runs out of memory (or a fallback)."""
+        batcher = causal_lm_or_fallback(self.loaded.name, "cpu", self.dtype, self.token)
+        return CausalChoice(batcher.loaded, batcher.analyse, self.dtype, self.token, shared=True)
+
+
+def _model_settings(asked: str) -> tuple[str, str, str, str | None]:
+    """The "Model" expander: (model name, device, dtype, access token)."""
+    allowed = allowed_models()
+    with st.expander("Model", expanded=False):
+        if allowed:  # a public deployment: a fixed list, whatever the link asks for
+            name = st.selectbox("Model", allowed, index=allowed.index(asked) if asked in allowed else 0,
+                                key="model_name")
+            if asked not in allowed:
+                st.info(escape_markdown(f"The link asked for {asked!r}, which this deployment does not offer."))
+        else:
+            folder = " or a local folder" if _folders_allowed() else ""  # offered only where it can be loaded
+            name = st.text_input(
+                f"Model: the bundled default, lmviz-tiny-gpt or a Hugging Face hub id (e.g. gpt2){folder}",
+                value=asked, key="model_name",
+            ).strip() or DEFAULT_MODEL
+            cached = _cached_here("causal")
+            if cached:
+                st.caption(escape_markdown(f"On this machine, so offline too: {', '.join(cached)}."))
+        if allowed:  # a public deployment keeps its own dtype: another would load a second copy of each model
+            st.caption(f"Weights: {default_dtype()}, as this deployment is set up.")
+            return name, "auto", default_dtype(), None
+        left, right = st.columns(2)
+        device = left.selectbox("Device", ["auto", *available_devices()],
+                                help="auto: the GPU when there is one, else the CPU")
+        dtype = right.selectbox("Weights dtype", list(DTYPES), index=list(DTYPES).index(default_dtype()),
+                                help="bfloat16 halves the memory; the loss is always computed in float32")
+        token = st.text_input("Hugging Face access token (only for gated models such as Llama 2)",
+                              type="password") or None
+    return name, device, dtype, token
+
+
+def choose_causal_lm() -> CausalChoice:
+    """The causal-LM picker of the pages that score text: the bundled model, lmviz's tiny GPT, a hub id or a
+    folder (only the deployment's list when it has one), the model this session trained, and the link's
+    ?model=, kept in the link. A model that cannot be loaded gets one sentence, and the bundled one is used
+    instead; the page stops when none can be."""
+    name, device, dtype, token = _model_settings(st.query_params.get("model", DEFAULT_MODEL))
+    st.query_params["model"] = name
+    trained = trained_causal_lm()
+    if trained is not None and st.toggle("Use the model you trained on the Train page", key="use_trained"):
+        # this session's own model: scored directly, never batched with other sessions' requests
+        return CausalChoice(trained, partial(analyse_clm, trained), "float32", None, shared=False)
+    batcher = causal_lm_or_fallback(name, device, dtype, token)
+    return CausalChoice(batcher.loaded, batcher.analyse, dtype, token, shared=True)
+
+
+def scored_with_cpu_fallback(choice: CausalChoice, score: Callable) -> tuple[CausalChoice, object]:
+    """(choice, score(choice)); when a shared model runs out of GPU memory, the same again on the CPU,
+    with one sentence saying so. Other errors (NothingToScore, NotEnoughMemory on the CPU) go to the page."""
+    try:
+        return choice, score(choice)
+    except NotEnoughMemory as problem:
+        if not problem.device.startswith("cuda") or not choice.shared:
+            raise
+        show_problem(f"{problem} This text is scored on the CPU instead.", kind="info")
+    choice = choice.on_cpu()
+    return choice, score(choice)

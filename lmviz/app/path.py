@@ -1,0 +1,103 @@
+"""The lesson path on the page: where a page is on it, the previous / next links that carry the
+learner's progress, and the check-yourself questions with their verdicts."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from lmviz.app.chrome import terms_linked
+from lmviz.core.text import escape_markdown
+from lmviz.course import quiz, registry
+
+ANSWERED_KEY = "answered"  # session state: the "step/key" of every question answered right or revealed
+
+
+def answered() -> set[str]:
+    """This session's progress, with what a link brought (?answered=) added to it."""
+    progress = st.session_state.setdefault(ANSWERED_KEY, set())
+    progress |= registry.read_progress(st.query_params.get(registry.ANSWERED_PARAM))
+    return progress
+
+
+def lesson_header(lesson: registry.Lesson) -> None:
+    """The top of a lesson's page: where it is on the path and what it teaches, then its title."""
+    number = registry.PATH.index(lesson) + 1
+    st.caption(terms_linked(f"Lesson {number} of {len(registry.PATH)}. You will learn {lesson.learn}."))
+    st.title(lesson.heading)
+
+
+def lesson_footer(lesson: registry.Lesson) -> None:
+    """At the end of the page: previous / next, carrying the learner's progress in the link."""
+    done = answered()
+    code = registry.progress_code(done)
+    carried = {registry.ANSWERED_PARAM: code} if code else None
+    earlier, later = registry.neighbours(lesson)
+    st.divider()
+    left, right = st.columns(2)
+    if earlier:
+        left.page_link(earlier.page, label=f"Previous: {earlier.title}", icon=":material/arrow_back:",
+                       query_params=carried)
+    if later:
+        right.page_link(later.page, label=f"Next: {later.title}", icon=":material/arrow_forward:",
+                        query_params=carried)
+    else:
+        right.page_link("app_pages/home.py", label="The end of the path: back to Home", icon=":material/home:",
+                        query_params=carried)
+    st.caption(progress_sentence(done) + " The links above keep your place: bookmark one to come back to it.")
+
+
+def progress_sentence(done: set[str]) -> str:
+    count = len(done & registry.all_keys())
+    return f"{count} of {registry.total_questions()} check-yourself questions answered."
+
+
+def is_answered(step_name: str, question_key: str) -> bool:
+    return f"{step_name}/{question_key}" in answered()
+
+
+def check_yourself(step_name: str, questions: list[quiz.Question], heading: str = "Check yourself") -> None:
+    """The page's questions, each in a form of its own: Check says right, or gives a hint;
+    Show the answer reveals it (for a teacher asking the room, too)."""
+    lesson = registry.find(step_name)
+    st.subheader(heading)
+    st.caption("Questions made from the numbers on this page as it is now: change the input and they change. "
+               "Numbers are right within 0.01, or 1 % of a larger answer; counts, exactly.")
+    for question in questions:
+        _ask(lesson.key(question.key), question)
+
+
+def _ask(key: str, question: quiz.Question) -> None:
+    # What was last asked of this question ("check" with the answer given, or "reveal") is kept, so
+    # that its verdict stays on screen through other reruns, recomputed from the page's numbers now.
+    last = f"quiz-last-{key}"
+    with st.form(f"quiz-{key}"):
+        st.text(question.ask)
+        if question.choices:
+            given = st.radio("Your answer", question.choices, index=None, key=f"quiz-answer-{key}",
+                             format_func=escape_markdown)
+        else:
+            given = st.text_input("Your answer (a number)", key=f"quiz-answer-{key}")
+        left, right = st.columns(2)
+        if left.form_submit_button("Check"):
+            st.session_state[last] = ("check", given)
+        if right.form_submit_button("Show the answer"):
+            st.session_state[last] = ("reveal", given)
+        action, asked_with = st.session_state.get(last, (None, None))
+        if action == "reveal":
+            answered().add(key)
+            st.info(escape_markdown(f"The answer: {question.shown_answer}. {question.reason}"),
+                    icon=":material/visibility:")
+        elif action == "check" and asked_with == given:
+            _show_verdict(key, quiz.check(question, given))
+
+
+def _show_verdict(key: str, verdict: quiz.Verdict) -> None:
+    """Right, wrong or not an answer: each with its own word and icon, not only its colour."""
+    message = escape_markdown(verdict.message)
+    if verdict.right:
+        answered().add(key)
+        st.success(message, icon=":material/check_circle:")
+    elif verdict.right is None:
+        st.warning(message, icon=":material/edit:")
+    else:
+        st.error(message, icon=":material/close:")

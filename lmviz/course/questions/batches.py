@@ -1,0 +1,83 @@
+"""Batches and padding's check-yourself questions, from the batch on the learner's screen (lmviz.lessons.batches).
+
+Plain Python (no torch): the page passes in what it computed; a question's expected answer is always that."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lmviz.core.labels import IGNORE_INDEX
+from lmviz.core.numbers import LOSS_DIGITS, fmt
+from lmviz.course.quiz import Question
+
+if TYPE_CHECKING:  # the records' types only: importing the lesson would import torch
+    import torch
+
+    from lmviz.lessons.batches import BatchLosses
+
+# Two means closer than half the last digit the page shows are the same number on screen: float32
+# rounding alone can part the batch loss from an equal mean of means by a few units of 1e-7.
+SAME_ON_SCREEN = 0.5 * 10 ** -LOSS_DIGITS
+
+
+MEANS = ("above", "below", "equal")
+
+
+def build_questions(attention_mask: torch.Tensor, labels: torch.Tensor, result: BatchLosses) -> list[Question]:
+    """The page's check-yourself questions, from its right-padded batch: the mask and labels of
+    section 2 and the losses of the panel and section 3."""
+    lengths = attention_mask.sum(-1).tolist()  # real tokens per sentence
+    counted = sum(result.sentence_counts)
+    sums = " + ".join(f"({n} − 1)" for n in lengths)
+    return [
+        Question("count", f"The batch's {len(lengths)} sentences are {_listed(lengths)} tokens long, start and end "
+                          "tokens included. How many predictions does the batch loss divide by?", counted,
+                 reason=f"A sentence of n tokens makes n − 1 predictions (nothing predicts its first token, and the "
+                        f"pads' labels are -100): {sums} = {counted}.",
+                 hint="a sentence of n tokens makes n − 1 predictions; section 1's table counts them per sentence, "
+                      "and section 3 says what the model divides by.", digits=0),
+        _means_question(result),
+        _ignored_question(attention_mask, labels),
+    ]
+
+
+def _listed(numbers: list) -> str:
+    """1, 2 and 3."""
+    words = [str(n) for n in numbers]
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
+
+
+def _means_question(result: BatchLosses) -> Question:
+    counts = result.sentence_counts
+    average = sum(counts) / len(counts)
+    short = [n + 1 for n, c in enumerate(counts) if c < average]  # sentence numbers, as the page names them
+    gap = result.mean_of_means - result.model_loss
+    if not short:  # equal lengths make the two means one number; float32 can still part them
+        answer, why = "equal", ("every sentence makes as many predictions as the others, so weighing sentences "
+                                "equally is weighing tokens equally")
+    elif abs(gap) < SAME_ON_SCREEN:
+        answer, why = "equal", "the short sentences weigh more in the mean of means, but their losses balance out"
+    else:
+        answer = "above" if gap > 0 else "below"
+        which = f"sentence {short[0]}" if len(short) == 1 else f"sentences {_listed(short)}"
+        why = (f"the mean of means gives each sentence the same weight, so a sentence with fewer predictions than "
+               f"the average ({which} here) weighs more than its tokens do, and on the whole those have the "
+               f"{'higher' if answer == 'above' else 'lower'} losses")
+    return Question(
+        "means", "Is the mean of the sentences' own losses above, below or equal to the batch loss (the model's "
+                 "out.loss, with right padding)?", answer,
+        reason=f"The mean of means is {fmt(result.mean_of_means)} and the batch loss {fmt(result.model_loss)}: {why}.",
+        hint="the batch loss gives every prediction the same weight, the mean of means every sentence; section 1's "
+             "table shows which sentences are short and what their mean losses are.", choices=MEANS)
+
+
+def _ignored_question(attention_mask: torch.Tensor, labels: torch.Tensor) -> Question:
+    rows, width = labels.shape
+    real = int(attention_mask.sum())
+    ignored = int((labels == IGNORE_INDEX).sum())
+    return Question(
+        "ignored", f"In section 2's labels table (Right padding tab), how many labels are {IGNORE_INDEX}?", ignored,
+        reason=f"Each pad's label is {IGNORE_INDEX}: {rows} rows of {width} positions hold {rows * width} labels, "
+               f"{real} of them real tokens, so {ignored} pads; the first column is not {IGNORE_INDEX}, yet nothing "
+               "predicts it, so it does not count either.",
+        hint=f"the label is {IGNORE_INDEX} wherever the attention_mask table of section 2 has a 0 (a pad).", digits=0)

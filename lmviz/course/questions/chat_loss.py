@@ -1,0 +1,54 @@
+"""Chat fine-tuning loss's check-yourself questions, from the analysis on the learner's screen (lmviz.lessons.chat_loss.analyse_sft).
+
+Plain Python (no torch): the page passes in what it computed; a question's expected answer is always that."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lmviz.core.labels import IGNORE_INDEX
+from lmviz.core.numbers import fmt
+from lmviz.course.quiz import Question
+
+if TYPE_CHECKING:  # the records' types only: importing the lesson would import torch
+    from lmviz.lessons.chat_loss import SftAnalysis
+
+
+def build_questions(result: SftAnalysis) -> list[Question]:
+    """Chat fine-tuning loss's check-yourself questions, from the analysis on the learner's screen."""
+    return [_count_question(result), _compare_question(result)]
+
+
+def _count_question(result: SftAnalysis) -> Question:
+    chat, masked = result.chat, result.counted_all - result.counted_answer
+    end = " ".join(chat.tokens[p] for p in chat.end_of_turn_positions)
+    return Question(
+        "count", "How many labels count in this fine-tuning loss (are not -100)?", result.counted_answer, digits=0,
+        reason=f"The answer's {len(chat.answer_positions)} tokens count, and so does what ends its turn, {end}: "
+               f"{result.counted_answer} labels; the other {masked} of the {result.counted_all} positions have label "
+               f"{IGNORE_INDEX} and add nothing.",
+        hint="count the rows marked ✓ yes in the table of section 2, Inputs and labels (its toggle, Only the "
+             "positions that count, keeps just those).")
+
+
+def _compare_question(result: SftAnalysis) -> Question:
+    answer_only, every = fmt(result.loss_answer), fmt(result.loss_all)
+    # decided on the numbers as the panel shows them: the learner compares those
+    choice = "equal" if answer_only == every else "above" if float(answer_only) > float(every) else "below"
+    masked = [row.nll for row in result.rows if not row.counted]
+    if not masked:
+        why = "every position counts here, so both means are over the same -log p."
+    else:
+        effect = {"above": f"pulls the mean over every token down, to {every}",
+                  "below": f"pulls the mean over every token up, to {every}",
+                  "equal": f"leaves the mean over every token at {every}"}[choice]
+        why = (f"the other {len(masked)} positions, outside the answer, average -log p = "
+               f"{fmt(sum(masked) / len(masked))}, so taking them in {effect}.")
+    return Question(
+        "compare", "Is the answer-only loss above or below the loss over every token (if nothing were masked)?",
+        choice, choices=("above", "below", "equal"),
+        reason=f"The answer-only loss, {answer_only}, is the mean -log p of the {result.counted_answer} counted "
+               f"positions; {why}",
+        hint="compare the two numbers in the panel at the top, Answer-only loss (SFT) and Loss if nothing were "
+             "masked; section 3, The answer-only loss, and the loss if the prompt were not masked, says what each "
+             "averages.")

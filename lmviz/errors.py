@@ -1,0 +1,25 @@
+"""The one kind of error a learner is shown: its message is one plain-text sentence that says what went wrong
+and what to do, never a traceback. It is written for the reader, so it may quote what they typed; whatever
+shows it escapes it (lmviz.app.problems.show_problem), because that text may hold Markdown or HTML.
+
+This module imports nothing, so that every layer, the torch-free ones included, can raise and catch these."""
+
+
+class LearnerError(Exception):
+    """Something the learner or the visitor can act on; ``str(error)`` is the sentence they are shown."""
+
+
+class NothingToScore(LearnerError, ValueError):
+    """The text gives the model nothing to predict; the message says why."""
+
+
+class ModelLoadError(LearnerError, RuntimeError):
+    """A model could not be loaded; the message is one sentence for the learner."""
+
+
+class NotEnoughMemory(LearnerError, RuntimeError):
+    """The device ran out of memory while scoring; the message says how much was needed."""
+
+    def __init__(self, message: str, device: str):
+        super().__init__(message)
+        self.device = device

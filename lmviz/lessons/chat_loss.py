@@ -1,0 +1,478 @@
+"""The loss chat models are fine-tuned with: supervised fine-tuning (SFT) on the answer only.
+
+A chat model is trained on conversations written out by its chat template (for SmolLM2:
+``<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n...<|im_end|>\\n``). The usual recipe
+(TRL's ``assistant_only_loss`` / ``completion_only_loss``) counts only what the model must learn
+to write: the assistant's answer and the end-of-turn token that stops it. Every other label is
+-100 (``ignore_index``), so the system and user text and the template's markers add nothing.
+
+Which tokens are the answer and which is the end-of-turn token is read from the template itself,
+never from token strings typed here: the conversation is rendered once with a placeholder for
+each message, so the template's own text around each message is known (``chat_pieces``); the
+end-of-turn is the template's first control token after the answer. Text typed by the learner
+is always read as plain text: a typed ``<|im_start|>`` stays characters and opens no turn, as
+``apply_chat_template(..., sanitize_control_tokens=True)`` encodes it.
+
+With a model: p and -log p at every position (``analyse_sft``), the answer-only loss beside the
+all-token loss; two answers compared (``compare_answers``), and the DPO loss built from exactly
+those summed log-probabilities (``dpo_loss``). The page's check-yourself questions are made from
+the analysis (``build_questions``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+
+import torch
+
+from lmviz.core.labels import IGNORE_INDEX
+from lmviz.core.text import readable_token, valid_text
+from lmviz.errors import LearnerError, NothingToScore
+from lmviz.lessons.causal_lm import length_limit
+from lmviz.lessons.next_token import BadInput
+
+TEMPLATE = "template"  # the role of text the chat template writes itself (markers, role names, newlines)
+DEFAULT_BETA = 0.1  # TRL's DPOConfig default
+# A placeholder per message: private-use characters that no template changes and no one types
+_SENTINEL = "\U000f0010{}\U000f0011"
+_SENTINEL_RE = re.compile("\U000f0010(\\d+)\U000f0011")
+
+
+class ChatTemplateError(LearnerError, ValueError):
+    """The tokenizer's chat template cannot be used for this lesson; the message is one sentence."""
+
+
+class NoChatTemplate(ChatTemplateError):
+    """The tokenizer has no chat template (a base model, or lmviz's own tiny GPT)."""
+
+
+@dataclass
+class ChatTokens:
+    """A conversation as its chat template writes it, token by token, with the answer-only labels."""
+    text: str  # the rendered conversation
+    input_ids: list[int]
+    tokens: list[str]  # readable
+    roles: list[str]  # per token: "system", "user", "assistant" or "template"
+    labels: list[int]  # input_ids where the token counts, -100 elsewhere (not shifted: the model shifts them)
+    answer_positions: list[int]  # the answer's tokens
+    end_of_turn_positions: list[int]  # what the template writes right after the answer, up to its end-of-turn token
+    default_system: str | None  # a system message the template adds when none is given (SmolLM2 has one)
+    markers_typed: list[str]  # the template's control tokens found in typed text: read as plain characters
+    completion_start: int | None  # where TRL's completion-only mask starts: the prompt's tokens rendered
+    #                               with add_generation_prompt=True (None where they are not a prefix)
+    same_as_transformers: bool | None  # input_ids == apply_chat_template(..., sanitize_control_tokens=True)
+
+    @property
+    def counted(self) -> list[int]:
+        return [p for p, label in enumerate(self.labels) if label != IGNORE_INDEX]
+
+
+# --- the template, read with placeholders --------------------------------------------------------
+
+def _check_template(tokenizer) -> None:
+    if not getattr(tokenizer, "chat_template", None):
+        raise NoChatTemplate("This model's tokenizer has no chat template, so it has no chat format to fine-tune: "
+                             "choose a chat model such as the bundled SmolLM2-135M-Instruct.")
+
+
+def _render(tokenizer, messages: list[dict], add_generation_prompt: bool = False) -> str:
+    try:
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    except Exception as error:  # jinja2's TemplateError, or raise_exception() called by the template itself
+        said = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+        raise ChatTemplateError(f"This model's chat template refuses this conversation: {said}.") from error
+
+
+def _messages(user: str, answer: str, system: str | None) -> list[dict]:
+    system_message = [] if system is None else [{"role": "system", "content": system}]
+    return system_message + [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]
+
+
+def _split_at_placeholders(tokenizer, messages: list[dict]) -> list[str]:
+    """The template's own text between the messages: render with placeholders and cut there."""
+    marked = [{**m, "content": _SENTINEL.format(n)} for n, m in enumerate(messages)]
+    parts = _SENTINEL_RE.split(_render(tokenizer, marked))  # [text, "0", text, "1", ..., text]
+    if [int(n) for n in parts[1::2]] != list(range(len(messages))):
+        raise ChatTemplateError("This model's chat template does not write each message once and in order, "
+                                "so lmviz cannot tell which tokens belong to which message.")
+    return parts[0::2]
+
+
+def chat_pieces(tokenizer, messages: list[dict]) -> list[tuple[str, str]]:
+    """The rendered conversation as (text, role) pieces: the template's text and each message's text."""
+    _check_template(tokenizer)
+    between = _split_at_placeholders(tokenizer, messages)
+    rendered = _render(tokenizer, messages)
+    for written in (lambda text: text, str.strip):  # templates write a message as it is, or trimmed (Gemma, Llama 3)
+        contents = [written(m["content"]) for m in messages]
+        if "".join(p for pair in zip(between, contents + [""]) for p in pair) == rendered:
+            pieces = [(between[0], TEMPLATE)]
+            for message, content, after in zip(messages, contents, between[1:]):
+                pieces += [(content, message["role"]), (after, TEMPLATE)]
+            return pieces
+    raise ChatTemplateError("This model's chat template changes the text of the messages (more than trimming "
+                            "spaces), so lmviz cannot tell which tokens belong to which message.")
+
+
+def _with_default_system(tokenizer, pieces: list[tuple[str, str]], messages: list[dict]) -> tuple[list, str | None]:
+    """Where no system message is given, some templates write their own (SmolLM2: "You are a helpful
+    AI assistant named SmolLM..."). Found by comparing with a rendering that has a system placeholder:
+    the text that stands where the placeholder stood is the template's default system message."""
+    try:
+        before, after = _split_at_placeholders(tokenizer, [{"role": "system", "content": ""}, *messages])[:2]
+    except ChatTemplateError:  # a template that refuses system messages has no default one either
+        return pieces, None
+    opening = pieces[0][0]
+    if len(opening) <= len(before) + len(after) or not (opening.startswith(before) and opening.endswith(after)):
+        return pieces, None
+    default = opening[len(before):len(opening) - len(after)]
+    return [(before, TEMPLATE), (default, "system"), (after, TEMPLATE), *pieces[1:]], default
+
+
+# --- tokens: the template's markers as markers, typed text as text --------------------------------
+
+def control_tokens(tokenizer) -> tuple[str, ...]:
+    """The tokens only the template may write, as transformers' sanitize_control_tokens defines them:
+    the special tokens, and the added tokens the template's text contains (or those the tokenizer
+    lists as chat_control_tokens)."""
+    listed = getattr(tokenizer, "chat_control_tokens", None)
+    template = tokenizer.chat_template
+    return tuple(token.content for token in tokenizer.added_tokens_decoder.values()
+                 if token.special or (token.content in listed if listed is not None
+                                      else token.content in template and not token.content.isspace()))
+
+
+def _typed_markers(pieces: list[tuple[str, str]], typed: list[bool],
+                   controls: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(start, end) in the rendered text of every control token inside typed text."""
+    if not controls:
+        return []
+    pattern = re.compile("|".join(map(re.escape, sorted(controls, key=len, reverse=True))))  # longest first
+    spans, start = [], 0
+    for (text, _), is_typed in zip(pieces, typed):
+        if is_typed:
+            spans += [(start + m.start(), start + m.end()) for m in pattern.finditer(text)]
+        start += len(text)
+    return spans
+
+
+def _encode_run(tokenizer, text: str, as_text: bool, first: bool) -> tuple[list[int], list[tuple[int, int]]]:
+    """ids and character offsets of one run of the rendered text. A run after the first is encoded
+    after a newline that is then dropped, as transformers does, so that a SentencePiece tokenizer
+    does not add the space it puts at the start of a text."""
+    def encode(piece):
+        try:
+            out = tokenizer(piece, add_special_tokens=False, split_special_tokens=as_text, return_offsets_mapping=True)
+        except NotImplementedError as error:  # offsets need a "fast" (Rust) tokenizer
+            raise ChatTemplateError("This model's tokenizer cannot tell which characters each token comes from, "
+                                    "so lmviz cannot tell which tokens belong to which message.") from error
+        return out["input_ids"], [tuple(o) for o in out["offset_mapping"]]
+    if not first:
+        newline = tokenizer("\n", add_special_tokens=False)["input_ids"]
+        ids, offsets = encode("\n" + text)
+        if ids[:len(newline)] == newline:
+            return ids[len(newline):], [(s - 1, e - 1) for s, e in offsets[len(newline):]]
+    return encode(text)
+
+
+def _encode(tokenizer, text: str, markers: list[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
+    """The rendered text's ids and offsets: cut only around typed control tokens, which are read as text."""
+    cuts = [0, *[c for span in markers for c in span], len(text)]
+    ids, offsets = [], []
+    for n, (start, end) in enumerate(zip(cuts, cuts[1:])):
+        if start == end:
+            continue
+        run_ids, run_offsets = _encode_run(tokenizer, text[start:end], as_text=n % 2 == 1, first=start == 0)
+        marker_id = tokenizer.convert_tokens_to_ids(text[start:end])
+        if n % 2 == 1 and marker_id in run_ids and marker_id != tokenizer.unk_token_id:  # an unknown word is no turn
+            raise ChatTemplateError(f"This tokenizer cannot write {text[start:end]!r} as plain text, "
+                                    "so typing it would open a turn: remove it from the message.")
+        ids += run_ids
+        offsets += [(s + start, e + start) for s, e in run_offsets]
+    return ids, offsets
+
+
+def _roles(pieces: list[tuple[str, str]], offsets: list[tuple[int, int]]) -> list[str]:
+    """Each token's role: that of the message it overlaps (a token that straddles a message and the
+    template's text belongs to the message), else "template"."""
+    spans, start = [], 0
+    for text, role in pieces:
+        spans.append((start, start + len(text), role))
+        start += len(text)
+    roles = []
+    for s, e in offsets:
+        inside = [role for a, b, role in spans if role != TEMPLATE and (a < max(e, s + 1) and s < b)]
+        roles.append(inside[0] if inside else TEMPLATE)
+    return roles
+
+
+# --- which tokens count -----------------------------------------------------------------------------
+
+def end_of_turn_positions(ids: list[int], roles: list[str], control_ids: set[int]) -> list[int]:
+    """What the template writes right after the answer, up to and including its first control token
+    (ChatML's <|im_end|>, Gemma's <end_of_turn>, an EOS): the token the model must learn to write
+    to stop. What follows it (ChatML's newline) is never generated, so it does not count."""
+    last = max(p for p, role in enumerate(roles) if role == "assistant")
+    after = []
+    for p in range(last + 1, len(ids)):
+        if roles[p] != TEMPLATE:
+            break
+        after.append(p)
+        if ids[p] in control_ids:
+            return after
+    return after[:1]  # a template without a control token after the answer: its first token ends the turn
+
+
+def answer_only_labels(input_ids: list[int], counted: list[int]) -> list[int]:
+    """Hugging Face's labels for the answer-only loss: the token itself where it counts, -100
+    (ignore_index) everywhere else. They are not shifted: the model shifts them by one inside."""
+    counted = set(counted)
+    return [token_id if p in counted else IGNORE_INDEX for p, token_id in enumerate(input_ids)]
+
+
+def _clean(text: str | None) -> str | None:
+    """Typed text as a template can take it: no lone surrogate, none of lmviz's placeholder characters."""
+    return None if text is None else valid_text(text).replace("\U000f0010", "").replace("\U000f0011", "")
+
+
+def _check_messages(user: str, answer: str, system: str | None) -> tuple[str, str, str | None]:
+    if not user or not user.strip():
+        raise NothingToScore("The user message is empty: type a question or a request.")
+    if not answer or not answer.strip():
+        raise NothingToScore("The answer is empty, so there is nothing to score: type the assistant's answer.")
+    system = None if system is None or not system.strip() else system  # a blank system message is none
+    return _clean(user), _clean(answer), _clean(system)
+
+
+def chat_tokens(tokenizer, user: str, answer: str, system: str | None = None) -> ChatTokens:
+    """The conversation (system?, user, assistant answer) written by the tokenizer's own chat
+    template, token by token, with each token's role and the answer-only labels."""
+    user, answer, system = _check_messages(user, answer, system)
+    _check_template(tokenizer)
+    messages = _messages(user, answer, system)
+    pieces = chat_pieces(tokenizer, messages)
+    typed = [role != TEMPLATE for _, role in pieces]
+    default_system = None
+    if system is None:
+        pieces, default_system = _with_default_system(tokenizer, pieces, messages)
+        if default_system is not None:  # the opening piece became three, all written by the template
+            typed = [False, False, False, *typed[1:]]
+    text = "".join(t for t, _ in pieces)
+    controls = control_tokens(tokenizer)
+    markers = _typed_markers(pieces, typed, controls)
+    ids, offsets = _encode(tokenizer, text, markers)
+    roles = _roles(pieces, offsets)
+    if "assistant" not in roles:
+        raise NothingToScore("The answer gives this tokenizer no token to score: type a few words.")
+    control_ids = {tokenizer.convert_tokens_to_ids(c) for c in controls}
+    answer_positions = [p for p, role in enumerate(roles) if role == "assistant"]
+    end_of_turn = end_of_turn_positions(ids, roles, control_ids)
+    return ChatTokens(
+        text=text, input_ids=ids, tokens=[readable_token(tokenizer, i) for i in ids], roles=roles,
+        labels=answer_only_labels(ids, answer_positions + end_of_turn), answer_positions=answer_positions,
+        end_of_turn_positions=end_of_turn, default_system=default_system,
+        markers_typed=sorted({text[s:e] for s, e in markers}),
+        completion_start=_completion_start(tokenizer, messages[:-1], ids),
+        same_as_transformers=_same_as_transformers(tokenizer, messages, ids))
+
+
+def _completion_start(tokenizer, prompt: list[dict], ids: list[int]) -> int | None:
+    """TRL's completion-only loss counts every token after the prompt rendered with
+    add_generation_prompt=True (for ChatML that also counts the newline after <|im_end|>)."""
+    try:
+        prompt_ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True,
+                                                   sanitize_control_tokens=True)["input_ids"]
+    except Exception:  # a template or tokenizer transformers cannot sanitize: no comparison to offer
+        return None
+    return len(prompt_ids) if ids[:len(prompt_ids)] == prompt_ids else None
+
+
+def _same_as_transformers(tokenizer, messages: list[dict], ids: list[int]) -> bool | None:
+    try:
+        return tokenizer.apply_chat_template(messages, sanitize_control_tokens=True)["input_ids"] == ids
+    except Exception:  # as above
+        return None
+
+
+# --- with the model: p, -log p, and the two losses ---------------------------------------------------
+
+@dataclass
+class SftRow:
+    position: int  # the input token's index t: this row scores the token at t + 1
+    input_token: str
+    target_token: str
+    target_id: int
+    target_role: str
+    label: int  # labels[t + 1]: the target's id where it counts, -100 where it does not
+    counted: bool
+    prob: float  # p(target | tokens up to t)
+    nll: float  # -log p(target)
+    rank: int
+
+
+@dataclass
+class SftAnalysis:
+    model: str
+    chat: ChatTokens
+    rows: list[SftRow]  # every position but the last: len(input_ids) - 1
+    loss_answer: float  # mean -log p over the counted rows: the answer-only (SFT) loss
+    loss_all: float  # mean -log p over every row: the loss if the prompt is not masked
+    counted_answer: int
+    counted_all: int
+    loss_answer_model: float  # the model's own loss function with labels = chat.labels
+    loss_all_model: float  # ... with labels = input_ids
+    sum_logp_answer: float  # Σ log p over the counted tokens = log p(answer + end-of-turn | prompt)
+    device: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _check_length(loaded, chat: ChatTokens) -> None:
+    """Not cut like a text on Your sentence: a cut conversation would lose its answer, which is what counts."""
+    limit = length_limit(loaded.model)[0]  # its reason, for a page to show: length_limit(model)[1]
+    if len(chat.input_ids) > limit:
+        raise BadInput(f"The conversation is {len(chat.input_ids):,} tokens once the chat template is applied, "
+                       f"more than the {limit:,} scored in one text: shorten the messages.")
+
+
+def score_tokens(logits: torch.Tensor, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """-log p and rank of every next token. logits: (T, V), input_ids: (T,) -> (T-1,), (T-1,).
+    Position t is scored on the token at t+1, from log_softmax (never log(softmax), which underflows)."""
+    log_p = torch.log_softmax(logits[:-1].float(), dim=-1)  # (T-1, V)
+    target_log_p = log_p.gather(-1, input_ids[1:, None])  # (T-1, 1)
+    return -target_log_p[:, 0], (log_p > target_log_p).sum(-1) + 1
+
+
+def answer_and_all_token_losses(nll: torch.Tensor, labels: list[int]) -> tuple[float, float]:
+    """nll: (T-1,), -log p of the token at t+1 at each position t. The answer-only loss is their mean
+    where the label counts; forgetting to mask the prompt gives the mean over every position."""
+    # (T-1,): the labels shift by one, as inside the model: row t is scored on token t+1
+    counted = torch.tensor(labels[1:], device=nll.device) != IGNORE_INDEX
+    return nll[counted].mean().item(), nll.mean().item()
+
+
+def analyse_sft(loaded, user: str, answer: str, system: str | None = None) -> SftAnalysis:
+    """One conversation through ``loaded`` (a lmviz.models.loading.LoadedModel): p and -log p of every token,
+    the answer-only loss and the all-token loss, each also from the model's own loss function."""
+    chat = chat_tokens(loaded.tokenizer, user, answer, system)
+    _check_length(loaded, chat)
+    ids = torch.tensor(chat.input_ids, device=loaded.device)  # (T,)
+    with torch.inference_mode():
+        logits = loaded.model(input_ids=ids[None]).logits[0]  # (T, V)
+        nll, rank = score_tokens(logits, ids)  # (T-1,), (T-1,)
+        own_answer, own_all = (_model_loss(loaded.model, logits, labels) for labels in (chat.labels, chat.input_ids))
+    loss_answer, loss_all = answer_and_all_token_losses(nll, chat.labels)
+    rows = _rows(chat, nll.tolist(), rank.tolist())
+    return SftAnalysis(
+        model=loaded.name, chat=chat, rows=rows, loss_answer=loss_answer, loss_all=loss_all,
+        counted_answer=sum(r.counted for r in rows), counted_all=len(rows), loss_answer_model=own_answer,
+        loss_all_model=own_all, sum_logp_answer=-sum(r.nll for r in rows if r.counted), device=loaded.device)
+
+
+def _model_loss(model, logits: torch.Tensor, labels: list[int]) -> float:
+    """What out.loss is for these labels: the model's own loss function (it shifts the labels)."""
+    labels = torch.tensor([labels], device=logits.device)  # (1, T)
+    return model.loss_function(logits=logits[None], labels=labels, vocab_size=logits.shape[-1]).item()
+
+
+def _rows(chat: ChatTokens, nll: list[float], rank: list[int]) -> list[SftRow]:
+    return [SftRow(position=t, input_token=chat.tokens[t], target_token=chat.tokens[t + 1],
+                   target_id=chat.input_ids[t + 1], target_role=chat.roles[t + 1], label=chat.labels[t + 1],
+                   counted=chat.labels[t + 1] != IGNORE_INDEX, prob=math.exp(-nll[t]), nll=nll[t], rank=rank[t])
+            for t in range(len(chat.input_ids) - 1)]
+
+
+# --- check yourself -----------------------------------------------------------------------------------
+
+# --- two answers, and the preference loss built on them --------------------------------------------
+
+@dataclass
+class AnswerScore:
+    answer: str
+    counted: int  # the answer's tokens and its end-of-turn token
+    sum_logp: float  # Σ log p over them: log p(answer | prompt) under the model
+    sum_nll: float  # -sum_logp
+    mean_nll: float  # sum_nll / counted: the answer-only loss
+
+
+@dataclass
+class AnswerComparison:
+    chosen: AnswerScore
+    rejected: AnswerScore
+    chosen_analysis: SftAnalysis
+    rejected_analysis: SftAnalysis
+    margin: float  # chosen.sum_logp - rejected.sum_logp: > 0 when the model prefers the chosen answer
+    preferred: str  # "chosen", "rejected" or "neither", by summed log-probability
+    probability_ratio: float  # exp(|margin|): how many times likelier the preferred answer is
+    preferred_by_mean: str  # the same by mean -log p, which does not favour short answers
+
+
+def answer_score(analysis: SftAnalysis, answer: str) -> AnswerScore:
+    return AnswerScore(answer=answer, counted=analysis.counted_answer, sum_logp=analysis.sum_logp_answer,
+                       sum_nll=-analysis.sum_logp_answer, mean_nll=analysis.loss_answer)
+
+
+def _which(difference: float) -> str:
+    return "chosen" if difference > 0 else "rejected" if difference < 0 else "neither"
+
+
+def compare_answers(loaded, user: str, chosen: str, rejected: str, system: str | None = None) -> AnswerComparison:
+    """The same prompt with two answers: which one the model finds likelier, and by how much."""
+    a, b = (analyse_sft(loaded, user, answer, system) for answer in (chosen, rejected))
+    first, second = answer_score(a, chosen), answer_score(b, rejected)
+    margin = first.sum_logp - second.sum_logp
+    return AnswerComparison(
+        chosen=first, rejected=second, chosen_analysis=a, rejected_analysis=b, margin=margin,
+        preferred=_which(margin), probability_ratio=math.exp(abs(margin)) if abs(margin) < 709 else math.inf,
+        preferred_by_mean=_which(second.mean_nll - first.mean_nll))
+
+
+@dataclass
+class DpoLoss:
+    beta: float
+    policy_chosen_logps: float
+    policy_rejected_logps: float
+    reference_chosen_logps: float
+    reference_rejected_logps: float
+    chosen_logratio: float  # log π(chosen) - log π_ref(chosen): how much training raised the chosen answer
+    rejected_logratio: float  # the same for the rejected answer
+    margin: float  # chosen_logratio - rejected_logratio
+    chosen_reward: float  # beta * chosen_logratio, TRL's rewards/chosen
+    rejected_reward: float  # beta * rejected_logratio, TRL's rewards/rejected
+    loss: float  # -log sigmoid(beta * margin)
+
+
+def _check_dpo_inputs(beta: float, *logps: float) -> None:
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 < beta < math.inf:
+        raise BadInput(f"beta must be a number above 0; got {beta!r}.")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in logps):
+        raise BadInput("Each log-probability must be a finite number.")
+
+
+def minus_log_sigmoid(x: float) -> float:
+    """-log σ(x) = log(1 + e^(-x)), written so that neither branch overflows."""
+    return math.log1p(math.exp(-x)) if x >= 0 else -x + math.log1p(math.exp(x))
+
+
+def dpo_loss(policy_chosen_logps: float, policy_rejected_logps: float, reference_chosen_logps: float,
+             reference_rejected_logps: float, beta: float = DEFAULT_BETA) -> DpoLoss:
+    """DPO (Rafailov et al., 2023) on one pair, from summed answer log-probabilities:
+    -log σ(β ((log π(y_w) - log π_ref(y_w)) - (log π(y_l) - log π_ref(y_l)))).
+    With policy = reference every log-ratio is 0 and the loss is ln 2: training starts there."""
+    _check_dpo_inputs(beta, policy_chosen_logps, policy_rejected_logps, reference_chosen_logps,
+                      reference_rejected_logps)
+    chosen_logratio = policy_chosen_logps - reference_chosen_logps
+    rejected_logratio = policy_rejected_logps - reference_rejected_logps
+    margin = chosen_logratio - rejected_logratio
+    return DpoLoss(beta, policy_chosen_logps, policy_rejected_logps, reference_chosen_logps,
+                   reference_rejected_logps, chosen_logratio, rejected_logratio, margin,
+                   beta * chosen_logratio, beta * rejected_logratio, minus_log_sigmoid(beta * margin))
+
+
+def dpo_from_comparisons(policy: AnswerComparison, reference: AnswerComparison, beta: float = DEFAULT_BETA) -> DpoLoss:
+    """The DPO loss of one pair scored by two models (or one model twice: then it is ln 2)."""
+    return dpo_loss(policy.chosen.sum_logp, policy.rejected.sum_logp,
+                    reference.chosen.sum_logp, reference.rejected.sum_logp, beta)
