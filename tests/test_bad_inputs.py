@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lmviz.__main__ import main
+from lmviz.course.registry import PATH, TextBox
 from tests.helpers import APP, open_page
 from tests.helpers import BAD_INPUTS as CASES
 
@@ -26,16 +27,6 @@ PAGE_IDS = [c["case"] for c in PAGE_CASES]
 
 # surface -> how the test drives it (the names are the keys of each case's "expected")
 CLI = {"cli clm": ["clm"], "cli mlm --mask-one": ["mlm", "--mask-one"]}
-TEXT_PAGES = {
-    "masked-lm": ("app_pages/masked_lm.py", lambda at, text: at.text_area(key="mlm_text").input(text[:1000])),
-    "nsp": ("app_pages/next_sentence.py", lambda at, text: at.text_input(key="nsp_a").input(text[:500])),
-    "bert-loss": ("app_pages/bert_loss.py", lambda at, text: at.text_input(key="bert_b").input(text[:500])),
-    "batches": ("app_pages/batches.py",
-                lambda at, text: at.text_area(key="batch_text").input(text[:1000] + "\nThe cat sat.")),
-    "next-token": ("app_pages/next_token.py", lambda at, text: at.text_area(key="next_text").input(text[:2000])),
-    "chat-loss question": ("app_pages/chat_loss.py", lambda at, text: at.text_input(key="chat_user").input(text[:1000])),
-    "chat-loss answer": ("app_pages/chat_loss.py", lambda at, text: at.text_input(key="chat_answer").input(text[:1000])),
-}
 
 
 def second_version_on_your_sentence(at: AppTest, text: str):
@@ -51,16 +42,35 @@ def second_version_on_masked_lm(at: AppTest, text: str):
     at.text_area(key="mlm_text_b").input(text[:1000])
 
 
+def typed(box: TextBox):
+    """The plain way into a box: the text typed into it, cut to the box's own limit."""
+    return lambda at, text: getattr(at, box.widget)(key=box.key).input(text[:box.max_chars])
+
+
+# Boxes reached another way than by typing into them alone; every other registered box is typed into.
+# your-sentence from a link and train are driven by their own tests below, with what they need around the text.
+BY_OTHER_MEANS = {"your-sentence from a link", "train alone", "train among ordinary text"}
+SPECIAL = {"batches": lambda at, text: at.text_area(key="batch_text").input(text[:1000] + "\nThe cat sat.")}
 # the "Compare with another version" boxes: "scored" is the comparison ("scored, warned": under the
 # sentence that the BERT does not know most of the second version's words), "sentence" one sentence in
 # its place; either way the first version's result stays on the page
 SECOND_BOXES = {"your-sentence compare": ("app_pages/your_sentence.py", second_version_on_your_sentence),
                 "masked-lm compare": ("app_pages/masked_lm.py", second_version_on_masked_lm)}
+# every other box of every registered lesson: (its page, how the test fills it)
+TEXT_PAGES = {surface: (lesson.page, SPECIAL.get(surface, typed(box)))
+              for lesson in PATH for box in lesson.text_boxes for surface in box.surfaces
+              if surface not in BY_OTHER_MEANS and surface not in SECOND_BOXES}
 COMPARED = "Difference: second − first"  # the comparison's own metric
 TRAIN = ["train alone", "train among ordinary text"]
 PAGES = ["your-sentence from a link", *TEXT_PAGES, *SECOND_BOXES, *TRAIN]
 # the library's functions that tests/test_next_token.py and tests/test_chat_loss.py drive with every case
 LIBRARY = ["next_token_logits", "analyse_sft question", "analyse_sft answer"]
+
+
+def test_every_registered_text_box_is_a_surface_of_this_test():
+    """A lesson's text box, declared in the registry, is driven here without any list to edit."""
+    registered = {surface for lesson in PATH for box in lesson.text_boxes for surface in box.surfaces}
+    assert registered == set(PAGES)
 
 
 def test_every_case_names_the_outcome_of_each_of_its_surfaces():

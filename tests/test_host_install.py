@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -13,10 +14,9 @@ from lmviz.app import caches
 from lmviz.course.registry import PATH
 from lmviz.models.loading import DEFAULT_MODEL, TINY_GPT
 from lmviz.models.pretrained import HUB_ANSWER_SECONDS, hub_reachable
-from tests.helpers import PAGES, open_page, unescaped
+from tests.helpers import APP, PAGES, open_page, unescaped
 
-CAUSAL_PAGES = ["app_pages/your_sentence.py", "app_pages/next_token.py", "app_pages/chat_loss.py",
-                "app_pages/batches.py"]
+CAUSAL_PAGES = [lesson.page for lesson in PATH if lesson.model == "causal"]
 
 
 @pytest.fixture
@@ -109,5 +109,11 @@ def test_every_other_page_opens_without_the_bundled_model(host_install, monkeypa
     assert DEFAULT_MODEL not in " ".join(w.value for w in at.warning)  # nothing there needs it
 
 
-def test_the_causal_pages_are_the_paths_pages_that_score_with_a_causal_lm():
-    assert set(CAUSAL_PAGES) <= {step.page for step in PATH}
+def test_the_causal_pages_are_the_ones_that_load_a_causal_lm():
+    """The registry's model kinds are true: a page said to score with a causal LM reaches one through the app
+    layer's causal choosers, and no other page does."""
+    for lesson in PATH:
+        source = (Path(APP).parent / lesson.page).read_text()
+        assert (lesson.model == "causal") == ("causal_lm(" in source), lesson.page
+        assert (lesson.model == "bert") == ("choose_bert(" in source), lesson.page
+        assert lesson.model_box == ("choose_causal_lm(" in source or "choose_bert(" in source), lesson.page

@@ -15,15 +15,15 @@ from streamlit import config
 from streamlit.testing.v1 import AppTest
 
 from lmviz.app.problems import problem_for_visitor
+from lmviz.course.registry import PATH
 from lmviz.errors import ModelLoadError
 from lmviz.models.loading import FOLDERS_REFUSED, SHIPPED, TINY_GPT, check_visitor_name
 from lmviz.models.settings import CHARS_PER_MINUTE_VARIABLE, local_paths_allowed
 from tests.helpers import APP, open_page, unescaped
 
 CHECKOUT = Path(APP).parent
-CAUSAL_PAGES = ["app_pages/your_sentence.py", "app_pages/next_token.py", "app_pages/chat_loss.py"]
-BERT_PAGES = ["app_pages/masked_lm.py", "app_pages/next_sentence.py", "app_pages/bert_loss.py"]
-BOX = {**dict.fromkeys(CAUSAL_PAGES, "model_name"), **dict.fromkeys(BERT_PAGES, "bert_custom")}
+# every page where a visitor may name a model, and the box they name it in (from the lesson registry)
+BOX = {lesson.page: {"causal": "model_name", "bert": "bert_custom"}[lesson.model] for lesson in PATH if lesson.model_box}
 EXCEPTION_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
 
 
@@ -193,7 +193,7 @@ def _assert_reveals_nothing(texts: list[str], tmp_path: Path) -> None:
         assert not EXCEPTION_CLASS.search(text), text
 
 
-@pytest.mark.parametrize("page", CAUSAL_PAGES + BERT_PAGES)
+@pytest.mark.parametrize("page", list(BOX))
 def test_failed_loads_reveal_nothing_of_the_server(page, tmp_path, listening_on, monkeypatch):
     """Folders allowed (a loopback server), so that every failure is reached, not refused first; the hub is
     unreachable (tests/conftest.py sets HF_HUB_OFFLINE)."""

@@ -44,7 +44,8 @@ class Lesson:
     home: str  # what Home says of it: Markdown, with [[word|glossary entry]] for a link to the glossary
     computation: str  # the lmviz module that computes its numbers (named, not imported: it may import torch)
     questions: tuple[str, ...]  # the keys of the questions lmviz.course.questions.<stem> builds
-    model: Literal["causal", "bert"] | None = None  # the kind of model it asks the learner to choose
+    model: Literal["causal", "bert"] | None = None  # the kind of model it scores with
+    model_box: bool = False  # whether the learner may name the model (a hub id, a folder) on the page
     text_boxes: tuple[TextBox, ...] = ()  # the boxes the bad-input scan drives (not yet: second boxes such as
     # Sentence B of Next sentence, Chat's system message and other answer)
 
@@ -76,8 +77,8 @@ PATH = (
            "Predict each next [[token|token]] from the ones before it: each token but the last is asked for the one "
            "after it, so each token but the first is a label, scored by -log p. The first is scored too when a "
            "[[start-of-text token|BOS / EOS]] is put before it.",
-           "lmviz.lessons.causal_lm", ("highest", "count", "perplexity"), "causal",
-           (TextBox(("your-sentence from a link",), "text_area", "text", 2000),
+           "lmviz.lessons.causal_lm", ("highest", "count", "perplexity"), "causal", model_box=True,
+           text_boxes=(TextBox(("your-sentence from a link",), "text_area", "text", 2000),
             TextBox(("your-sentence compare",), "text_area", "sentence_b", 2000))),
     Lesson("next_token", "next-token", "Next token", "Next token: where the probabilities come from",
            ":material/casino:",
@@ -86,15 +87,15 @@ PATH = (
            "The model's scores for every token that could come next, the [[softmax|softmax]] that turns them into "
            "probabilities, the [[temperature|temperature]] and greedy or sampled choices of a generator, and -log p "
            "of the true next token: the loss of one position.",
-           "lmviz.lessons.next_token", ("greedy", "nll", "temperature"), "causal",
-           (TextBox(("next-token",), "text_area", "next_text", 2000),)),
+           "lmviz.lessons.next_token", ("greedy", "nll", "temperature"), "causal", model_box=True,
+           text_boxes=(TextBox(("next-token",), "text_area", "next_text", 2000),)),
     Lesson("chat_loss", "chat-loss", "Chat fine-tuning loss", "Chat fine-tuning: the loss counts only the answer",
            ":material/forum:", "why fine-tuning a chat model scores only the answer's tokens", CAUSAL,
            "A conversation written out by a chat model's own template, and the loss supervised fine-tuning trains it "
            "with: [[-100|-100 / ignore_index]] on every label but the answer's; two answers compared, and the "
            "preference loss (DPO) built from the same numbers.",
-           "lmviz.lessons.chat_loss", ("count", "compare"), "causal",
-           (TextBox(("chat-loss question",), "text_input", "chat_user", 1000),
+           "lmviz.lessons.chat_loss", ("count", "compare"), "causal", model_box=True,
+           text_boxes=(TextBox(("chat-loss question",), "text_input", "chat_user", 1000),
             TextBox(("chat-loss answer",), "text_input", "chat_answer", 1000))),
     Lesson("batches", "batches", "Batches and padding", "Batches and padding: where real training loss gets subtle",
            ":material/view_agenda:",
@@ -102,24 +103,24 @@ PATH = (
            "[[Padding|padding]], [[-100|-100 / ignore_index]] labels, and why the batch's loss is a mean over "
            "tokens, not over sentences.",
            "lmviz.lessons.batches", ("count", "means", "ignored"), "causal",
-           (TextBox(("batches",), "text_area", "batch_text", 2000),)),
+           text_boxes=(TextBox(("batches",), "text_area", "batch_text", 2000),)),
     Lesson("masked_lm", "masked-lm", "Masked LM", "Masked LM: BERT's fill-in-the-blanks loss",
            ":material/theater_comedy:", "how BERT hides tokens and is scored only where it had to guess", "BERT",
            "Hide about 15 % of the tokens (80 % become [[[MASK]|[CLS] / [SEP] / [MASK]]], 10 % a random token, "
            "10 % stay as they were) and predict the originals, scoring only those positions.",
-           "lmviz.lessons.bert", ("count", "mean", "kept"), "bert",
-           (TextBox(("masked-lm",), "text_area", "mlm_text", 1000),
+           "lmviz.lessons.bert", ("count", "mean", "kept"), "bert", model_box=True,
+           text_boxes=(TextBox(("masked-lm",), "text_area", "mlm_text", 1000),
             TextBox(("masked-lm compare",), "text_area", "mlm_text_b", 1000))),
     Lesson("next_sentence", "nsp", "Next sentence", "Next-sentence prediction: does B follow A?",
            ":material/compare_arrows:", "how BERT's second task turns two scores into p(B follows A) and a loss",
            "BERT", "Decide whether sentence B follows sentence A.",
-           "lmviz.lessons.bert", ("probability", "loss"), "bert",
-           (TextBox(("nsp",), "text_input", "nsp_a", 500),)),
+           "lmviz.lessons.bert", ("probability", "loss"), "bert", model_box=True,
+           text_boxes=(TextBox(("nsp",), "text_input", "nsp_a", 500),)),
     Lesson("bert_loss", "bert-loss", "BERT pre-training loss", "BERT's pre-training loss: masked LM + next sentence",
            ":material/functions:", "how BERT's two losses add up to the one it is trained on", "BERT",
            "Both at once: the masked-LM loss and the next-sentence loss, added.",
-           "lmviz.lessons.bert", ("total", "larger"), "bert",
-           (TextBox(("bert-loss",), "text_input", "bert_b", 500),)),
+           "lmviz.lessons.bert", ("total", "larger"), "bert", model_box=True,
+           text_boxes=(TextBox(("bert-loss",), "text_input", "bert_b", 500),)),
     Lesson("train", "train", "Train", "Train: watch a model learn", ":material/monitoring:",
            "what a loss curve shows: where an untrained model starts and how far training takes it", "Training",
            "Pre-train a tiny GPT or BERT from scratch and watch its loss fall from about ln V, a uniform guess; for "

@@ -5,17 +5,17 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
+from lmviz.course.registry import PATH
 from lmviz.lessons.causal_lm import analyse_clm
 from scripts.live_server import ROOT, running_server, sentence_page_at_once
 from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle
 
-# page -> (its path, an element that is there only once the page has computed everything)
-PAGES = {"home": ("", "[data-testid='stPageLink']"), "toy": ("toy", ".js-plotly-plot g.trace"),
-         "sentence": ("sentence", ".js-plotly-plot g.trace"), "batches": ("batches", "[data-testid='stMetric']"),
-         "next-token": ("next-token", ".js-plotly-plot g.trace"), "chat-loss": ("chat-loss", "[data-testid='stMetric']"),
-         "masked-lm": ("masked-lm", "[data-testid='stMetric']"),
-         "nsp": ("nsp", "[data-testid='stAlertContentInfo']"), "bert-loss": ("bert-loss", "[data-testid='stMetric']"),
-         "train": ("train", "[data-testid='stAlertContentInfo']")}
+CHART = ".js-plotly-plot g.trace"  # a chart has drawn its first trace
+# page -> (its path, an element that is there only once the page has computed everything): for every lesson of
+# the registry, the footer's sentence, drawn after the page's own script has run to its end
+PAGES = {"home": ("", "[data-testid='stPageLink']"),
+         **{lesson.url_path: (lesson.url_path, "text=The links above keep your place") for lesson in PATH},
+         "glossary": ("glossary", "[data-testid='stMain'] h1")}
 HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "**bold**", "$x^2$"]
 # every Plotly chart on the page has drawn its traces (charts draw after the script run has finished)
 DRAWN = "[...document.querySelectorAll('.js-plotly-plot')].every(chart => chart.querySelector('g.trace'))"
@@ -83,7 +83,7 @@ def test_typing_a_sentence_updates_the_chart(page, server):
 
 
 def test_a_shared_link_opens_with_its_sentence(page, server):
-    open_page(page, server, "sentence?text=" + quote("Paris is lovely in spring."), PAGES["sentence"][1])
+    open_page(page, server, "sentence?text=" + quote("Paris is lovely in spring."), CHART)
     expect(page.get_by_label("Your text")).to_have_value("Paris is lovely in spring.")
     expect(page.locator("[data-testid='stMain']")).to_contain_text("lovely")
     wait_for_points(page, 4)  # more than 3: one marker per token scored
@@ -91,7 +91,7 @@ def test_a_shared_link_opens_with_its_sentence(page, server):
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_hostile_text_is_shown_literally(page, server, text):
-    open_page(page, server, "sentence?text=" + quote(f"Look: {text} end"), PAGES["sentence"][1])
+    open_page(page, server, "sentence?text=" + quote(f"Look: {text} end"), CHART)
     assert_no_error(page)
     expect(page.get_by_label("Your text")).to_have_value(f"Look: {text} end")
     for piece in ("**", "$", "<", "alert"):
