@@ -28,8 +28,14 @@ from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures import plots
 from lmviz.figures.chips import chip_row, stacked_chip
 from lmviz.figures.palettes import LOSS_SCALE, loss_colour
-from lmviz.lessons.causal_lm import REFERENCE_TEXT, analyse_clm, length_limit, loss_three_ways, score_positions
-from lmviz.serving.scoring import analyse_batch
+from lmviz.lessons.causal_lm import (
+    REFERENCE_TEXT,
+    analyse_clm,
+    length_limit,
+    loss_three_ways,
+    records_from_logits,
+    score_positions,
+)
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
@@ -48,7 +54,8 @@ def get_analysis(_analyse, model_key: tuple, text: str, add_bos: bool, top_k: in
 def coloured_sentence(result) -> str:
     """Each predicted token over its -log p, filled with its step of the loss scale. HTML, for
     st.html: the tokens are escaped, so "<script>" or "$x$" is shown as typed, never run or typeset."""
-    chips = [stacked_chip(html.escape(row.target_token), fmt(row.nll), loss_colour(row.nll), f"p = {fmt_prob(row.prob)}")
+    chips = [stacked_chip(html.escape(row.target_token), fmt(row.nll), loss_colour(row.nll),
+                          f"p = {fmt_prob(row.prob)}")
              for row in result.rows]
     return chip_row(chips)
 
@@ -71,7 +78,8 @@ def loss_scale_legend() -> str:
 def start_marker_sentence(tokenizer, result) -> str:
     """Which start token was added (read from the scored ids), or which one the checkbox would add."""
     if result.bos_added:
-        return f"The first token is the start marker you asked for: {boundary_token_note(tokenizer, result.input_ids[0])}"
+        return ("The first token is the start marker you asked for: "
+                f"{boundary_token_note(tokenizer, result.input_ids[0])}")
     try:
         start = readable_token(tokenizer, start_token_id(tokenizer))
     except NothingToScore as problem:  # a tokenizer with no start or end token at all
@@ -200,7 +208,8 @@ if result.truncated_from:
 
 st.subheader("1. The tokens the model reads")
 st.markdown(" ".join(f":gray-background[{escape_markdown(t)}]" for t in result.tokens))
-st.caption("␣ is a space that belongs to the token. " + escape_markdown(start_marker_sentence(loaded.tokenizer, result)))
+st.caption("␣ is a space that belongs to the token. "
+           + escape_markdown(start_marker_sentence(loaded.tokenizer, result)))
 
 questions = build_questions(result)
 if predicting and not is_answered("sentence", "highest"):
@@ -237,7 +246,8 @@ else:
         link.page_link("app_pages/next_token.py", icon=":material/casino:",
                        label=f"Every token the model weighed at position {position}, on the Next token page",
                        query_params={"text": loaded.tokenizer.decode(result.input_ids[first_openable:position + 1]),
-                                     "bos": "1" if result.bos_added else "0", "next": str(result.rows[position].target_id),
+                                     "bos": "1" if result.bos_added else "0",
+                                     "next": str(result.rows[position].target_id),
                                      "model": loaded.name})
     st.download_button("Download the table (CSV)", table.map(spreadsheet_safe).to_csv(index=False).encode(),
                        "lmviz_tokens.csv", "text/csv")
@@ -275,6 +285,6 @@ if math.isfinite(result.max_difference):
 else:
     st.caption("One label has probability exactly 0 under this model (a logit of −∞), so the loss is infinite.")
 
-show_code(analyse_clm, analyse_batch, score_positions, loss_three_ways, *([compare, align] if comparing else []))
+show_code(analyse_clm, records_from_logits, score_positions, loss_three_ways, *([compare, align] if comparing else []))
 check_yourself("sentence", [q for q in questions if q.key != "highest" or not predicting
                             or is_answered("sentence", "highest")])

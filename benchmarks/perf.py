@@ -270,7 +270,8 @@ def print_report(report: dict) -> None:
           f"from one-at-a-time {c['max_nll_difference']:.1e}")
     if report.get("gpu"):
         print(f"\n5. GPU ({report['gpu_name']})")
-        print(f"{'dtype':>9} {'tokens':>7} {'forward ms':>11} {'analysis ms':>12} {'ratio':>7} {'max |Δnll| vs CPU':>18}")
+        print(f"{'dtype':>9} {'tokens':>7} {'forward ms':>11} {'analysis ms':>12} {'ratio':>7} "
+              f"{'max |Δnll| vs CPU':>18}")
         for r in report["gpu"]:
             print(f"{r['dtype']:>9} {r['tokens']:>7} {r['forward_ms']:>11.2f} {r['analysis_ms']:>12.2f} "
                   f"{r['ratio']:>7.3f} {r['max_nll_difference_vs_cpu']:>18.1e}")

@@ -28,7 +28,6 @@ from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fm
 from lmviz.core.text import readable_token
 from lmviz.errors import ModelLoadError, NotEnoughMemory, NothingToScore
 from lmviz.lessons.bert import analyse_mlm, analyse_nsp
-from lmviz.lessons.causal_lm import analyse_clm
 from lmviz.lessons.chat_loss import ChatTemplateError, analyse_sft
 from lmviz.lessons.next_token import (
     DEFAULT_TOP_K,
@@ -39,6 +38,7 @@ from lmviz.lessons.next_token import (
     sample_token,
 )
 from lmviz.models.loading import DEFAULT_MODEL, DTYPES, TINY_BERT, load_bert, load_causal_lm
+from lmviz.serving.scoring import score_text
 
 
 def _progress(fraction: float, message: str) -> None:
@@ -92,11 +92,13 @@ def _positive_int(text: str) -> int:
 
 def _mlm_table(result) -> str:
     lines = [f"model: {result.model}   selected {result.num_selected} of {result.num_eligible} tokens",
-             f"{'pos':>4}  {'token':<14} {'branch':<13} {'model reads':<14} {'label':>6}  {'p(orig)':>10}  {'-log p':>9}"]
+             f"{'pos':>4}  {'token':<14} {'branch':<13} {'model reads':<14} {'label':>6}  {'p(orig)':>10}  "
+             f"{'-log p':>9}"]
     for r in result.rows:
         p = fmt_prob(r.prob) if r.prob is not None else ""
         nll = fmt(r.nll) if r.nll is not None else ""
-        lines.append(f"{r.position:>4}  {r.token[:14]:<14} {r.branch.words:<13} {r.shown[:14]:<14} {r.label:>6}  {p:>10}  {nll:>9}")
+        lines.append(f"{r.position:>4}  {r.token[:14]:<14} {r.branch.words:<13} {r.shown[:14]:<14} {r.label:>6}  "
+                     f"{p:>10}  {nll:>9}")
     lines += [f"masked-LM loss            {fmt(result.loss)}",
               f"  lmviz mlm_loss          {fmt(result.loss, CHECK_DIGITS)}",
               f"  model's own loss        {fmt(result.loss_model, CHECK_DIGITS)}"]
@@ -193,10 +195,12 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     clm = commands.add_parser("clm", help="per-token causal-LM loss of a text")
     clm.add_argument("text")
-    clm.add_argument("--model", default=DEFAULT_MODEL, help=f"hub id or local folder (default: the bundled {DEFAULT_MODEL})")
+    clm.add_argument("--model", default=DEFAULT_MODEL,
+                     help=f"hub id or local folder (default: the bundled {DEFAULT_MODEL})")
     clm.add_argument("--bos", action="store_true", help="prepend the start-of-text token so the first word is scored")
     clm.add_argument("--top-k", type=_positive_int, default=5, help="how many guesses to keep per position")
-    clm.add_argument("--dtype", default=None, choices=list(DTYPES), help="default float32 ($LMVIZ_LOW_MEMORY: bfloat16)")
+    clm.add_argument("--dtype", default=None, choices=list(DTYPES),
+                     help="default float32 ($LMVIZ_LOW_MEMORY: bfloat16)")
     mlm = commands.add_parser("mlm", help="BERT-style masking of a text and the masked-LM loss")
     mlm.add_argument("text")
     mlm.add_argument("--seed", type=int, default=0)
@@ -245,7 +249,7 @@ def _run(args):
         return json.dumps(_finite(_sft_data(result)), ensure_ascii=False, indent=2) if args.json else _sft_table(result)
     if args.command == "clm":
         loaded = load_causal_lm(args.model, device=args.device, dtype=args.dtype, progress=_progress)
-        result = analyse_clm(loaded, args.text, add_bos=args.bos, top_k=args.top_k)
+        result = score_text(loaded, args.text, add_bos=args.bos, top_k=args.top_k)
         return _as_json(result) if args.json else _as_table(result)
     loaded = load_bert(args.model, device=args.device)
     if args.command == "mlm":

@@ -12,8 +12,8 @@ os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="lmviz-tests-empty-hub-cach
 # that thread is inside torch, and the process then aborts at exit ("terminate called without an active
 # exception", exit code 134) after every test passed. tests/test_classroom.py turns it on where it is tested.
 os.environ["LMVIZ_WARM_START"] = "0"
-# ...and never share one visitor's minute of text (lmviz.serving.fair_share.FairShare) between tests: Streamlit's AppTest
-# gives every page test the same session id. tests/test_public_server.py sets a limit where it is tested.
+# ...and never share one visitor's minute of text (lmviz.serving.fair_share.FairShare) between tests: Streamlit's
+# AppTest gives every page test the same session id. tests/test_public_server.py sets a limit where it is tested.
 os.environ["LMVIZ_CHARS_PER_MINUTE"] = "inf"
 
 import pytest  # noqa: E402
@@ -60,7 +60,8 @@ def tiny_loaded(tiny_gpt2, tiny_tokenizer):
     """The tiny GPT-2 wrapped the way lmviz.models.loading returns a real model."""
     from lmviz.models.loading import LoadedModel
 
-    return LoadedModel(tiny_gpt2, tiny_tokenizer, "tiny-gpt2", "built from a config in the tests", "cpu", "float32", 0.0)
+    return LoadedModel(tiny_gpt2, tiny_tokenizer, "tiny-gpt2", "built from a config in the tests", "cpu", "float32",
+                       0.0)
 
 
 @pytest.fixture(scope="session")

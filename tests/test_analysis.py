@@ -2,6 +2,7 @@
 
 import inspect
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,7 +11,14 @@ import torch.nn.functional as F
 from lmviz.core.text import _visible, encode
 from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.lessons import causal_lm
-from lmviz.lessons.causal_lm import Request, analyse_clm, loss_three_ways, score_positions, topk_by_blocks
+from lmviz.lessons.causal_lm import (
+    Request,
+    analyse_clm,
+    loss_three_ways,
+    records_from_logits,
+    score_positions,
+    topk_by_blocks,
+)
 from lmviz.models.loading import LoadedModel
 from lmviz.serving.scoring import analyse_batch
 
@@ -191,13 +199,15 @@ def test_the_bundled_model_against_torch(bundled):
 
 
 def test_show_the_code_shows_the_computation():
-    """What "Show the code" puts on screen: the math, with the out-of-memory handling in a decorator."""
-    batch, scores = inspect.getsource(analyse_batch), inspect.getsource(score_positions)
-    assert batch.startswith("@explains_out_of_memory\ndef analyse_batch(")
-    assert "pad_right" in batch and "attention_mask" in batch and ".logits" in batch
-    assert "score_positions(" in batch and "loss_three_ways(" in batch
-    assert "except" not in batch and "memory" not in batch.split("\n", 1)[1]
+    """What "Show the code" puts on screen: the math from logits to records; the serving code (batching,
+    pieces, out-of-memory handling) stays in lmviz.serving, never on screen."""
+    records, scores = inspect.getsource(records_from_logits), inspect.getsource(score_positions)
+    assert "score_positions(" in records and "loss_three_ways(" in records
+    assert "except" not in records and "memory" not in records and "pad" not in records
     assert "log_softmax" in scores and len(scores.splitlines()) < 25
+    page = (Path(__file__).resolve().parent.parent / "app_pages" / "your_sentence.py").read_text()
+    shown = page[page.index("show_code("):].split("\n", 1)[0]
+    assert "records_from_logits" in shown and "analyse_batch" not in shown
 
 
 class FailingModel(torch.nn.Module):

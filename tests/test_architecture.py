@@ -98,7 +98,8 @@ def rule_breaks(edges: dict[str, set[str]]) -> list[str]:
         for target in sorted(reachable(edges, module)):
             if layer(target) not in allowed:
                 path = shortest_path(edges, module, target)
-                breaks.append(f"{module} -> {target}" + (f" (through {' -> '.join(path[1:-1])})" if len(path) > 2 else ""))
+                breaks.append(f"{module} -> {target}"
+                              + (f" (through {' -> '.join(path[1:-1])})" if len(path) > 2 else ""))
     return breaks
 
 

@@ -23,7 +23,7 @@ from lmviz.lessons.batches import (
     pad_batch,
     reorderings,
 )
-from tests.helpers import open_page
+from tests.helpers import open_page, unescaped
 
 PAD = 0  # the tiny GPT-2 has no pad token; 0 is never a real token in SENTENCES
 EOS = 2
@@ -75,7 +75,8 @@ def test_batch_loss_is_the_models_own_loss_and_the_token_weighted_mean(tiny_gpt2
     assert result.token_weighted_mean == pytest.approx(reference, abs=1e-5)
     # the same from torch alone: the shifted labels, summed -log p over the counted ones
     with torch.no_grad():
-        logits = tiny_gpt2(input_ids=ids, attention_mask=mask, position_ids=torch.clamp(mask.cumsum(-1) - 1, min=0)).logits
+        logits = tiny_gpt2(input_ids=ids, attention_mask=mask,
+                           position_ids=torch.clamp(mask.cumsum(-1) - 1, min=0)).logits
     targets = labels[:, 1:]
     total = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, ignore_index=-100, reduction="sum")
     assert result.token_weighted_mean == pytest.approx((total / (targets != -100).sum()).item(), abs=1e-5)
@@ -200,7 +201,8 @@ def test_batches_page_shows_the_librarys_numbers(bundled):
     accumulation = gradient_accumulation(bundled.model, ids, mask, labels_for(ids, mask), 1)
     assert shown["(a) Mean of the micro-batch means"] == fmt(accumulation.averaged)
     assert shown["(b) Sum ÷ all counted tokens"] == fmt(accumulation.summed)
-    assert float(shown["(b) Sum ÷ all counted tokens"]) == pytest.approx(float(shown["The full batch's loss"]), abs=1.1e-5)
+    assert float(shown["(b) Sum ÷ all counted tokens"]) == pytest.approx(float(shown["The full batch's loss"]),
+                                                                       abs=1.1e-5)
     end_ids, end_mask = pad_batch(sequences, end, "right")
     bug = batch_losses(bundled.model, end_ids, end_mask, labels_for(end_ids, end_mask, mask_by="pad_id", pad_id=end))
     assert shown["Loss, labels that mask every pad id"] == fmt(bug.model_loss)
@@ -252,7 +254,8 @@ def test_batches_page_explains_too_few_sentences(text, message):
     at = open_page("app_pages/batches.py")
     at.text_area(key="batch_text").input(text).run()
     assert not at.exception
-    assert [w.value for w in at.warning] == [f"A batch needs at least two sentences, one per line; there is {message}."]
+    said = [unescaped(w.value) for w in at.warning]
+    assert said == [f"A batch needs at least two sentences, one per line; there is {message}."]
     assert not at.metric and not at.dataframe
 
 

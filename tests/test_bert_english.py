@@ -158,7 +158,8 @@ def test_masked_lm_page_masks_the_chosen_tokens_and_scores_exactly_them(tiny):
     masked[0, positions], labels[0, positions] = tiny.tokenizer.mask_token_id, ids[0, positions]
     with torch.no_grad():
         out = reference(input_ids=masked, attention_mask=enc["attention_mask"], labels=labels)
-    assert out.loss.item() == pytest.approx(F.cross_entropy(out.logits[0, positions], ids[0, positions]).item(), abs=1e-5)
+    assert out.loss.item() == pytest.approx(F.cross_entropy(out.logits[0, positions], ids[0, positions]).item(),
+                                            abs=1e-5)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Masked-LM loss"] == fmt(out.loss.item())
     assert metrics["Positions selected (they count)"] == "2"

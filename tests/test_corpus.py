@@ -56,7 +56,8 @@ def test_reported_entropy_is_the_mean_negative_log_probability_per_token():
 
 
 def test_unigram_entropy_by_hand():
-    assert unigram_entropy([["a", "b"], ["a", "c"]]) == pytest.approx(-(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25)))
+    assert unigram_entropy([["a", "b"], ["a", "c"]]) == pytest.approx(-(0.5 * math.log(0.5)
+                                                                        + 2 * 0.25 * math.log(0.25)))
 
 
 def test_user_text_becomes_stories_or_gets_a_clear_sentence():
@@ -77,6 +78,7 @@ def test_the_story_generator_and_the_text_helpers_need_no_torch():
     import sys
     from pathlib import Path
 
-    done = subprocess.run([sys.executable, "-c", "import sys, lmviz.core.corpus, lmviz.core.text; print('torch' in sys.modules)"],
+    done = subprocess.run([sys.executable, "-c",
+                           "import sys, lmviz.core.corpus, lmviz.core.text; print('torch' in sys.modules)"],
                           capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
     assert done.stdout.strip() == "False", done.stderr

@@ -8,7 +8,8 @@ from streamlit.testing.v1 import AppTest
 from lmviz.course.glossary import TERMS, anchor, link
 from tests.helpers import APP, PAGES, open_page
 
-LINK = re.compile(r"\[(.*?)\]\(glossary(?:\?[^#)]*)?#([a-z0-9-]+)\)")  # on text with \[ \] unescaped: "[[MASK]](glossary#…)"
+# on text with \[ \] unescaped: "[[MASK]](glossary#…)"
+LINK = re.compile(r"\[(.*?)\]\(glossary(?:\?[^#)]*)?#([a-z0-9-]+)\)")
 
 
 def first_uses(text: str) -> dict[str, int]:
@@ -16,7 +17,8 @@ def first_uses(text: str) -> dict[str, int]:
     found = {}
     for term, (words, _) in TERMS.items():
         hits = [m.start() for w in words
-                for m in re.finditer(rf"(?<![\w\\-]){re.escape(w)}(?![\w-])", text, flags=re.IGNORECASE if w.islower() else 0)]
+                for m in re.finditer(rf"(?<![\w\\-]){re.escape(w)}(?![\w-])", text,
+                                     flags=re.IGNORECASE if w.islower() else 0)]
         if hits:
             found[term] = min(hits)
     return found

@@ -168,13 +168,14 @@ def test_mlm_loss_equals_bert_masked_lm_own_loss():
 
 
 @pytest.mark.parametrize("make_call, message", [
-    (lambda l, i: mlm_loss(l, i, None), "Say which positions"),
-    (lambda l, i: mlm_loss(l, i, torch.ones_like(i, dtype=torch.bool), labels=i[:1]), r"labels \(1, 7\)"),
-    (lambda l, i: clm_loss(l, i, labels=i - 100), "between 0 and"),
-    (lambda l, i: clm_loss(l, i, labels=i.float()), "integer token ids"),
-    (lambda l, i: bert_loss(l, torch.zeros(5, 2), i, torch.ones_like(i, dtype=torch.bool), torch.zeros(5).long()),
+    (lambda logits, i: mlm_loss(logits, i, None), "Say which positions"),
+    (lambda logits, i: mlm_loss(logits, i, torch.ones_like(i, dtype=torch.bool), labels=i[:1]), r"labels \(1, 7\)"),
+    (lambda logits, i: clm_loss(logits, i, labels=i - 100), "between 0 and"),
+    (lambda logits, i: clm_loss(logits, i, labels=i.float()), "integer token ids"),
+    (lambda logits, i: bert_loss(logits, torch.zeros(5, 2), i, torch.ones_like(i, dtype=torch.bool),
+                                 torch.zeros(5).long()),
      "3 sequences but the NSP batch has 5"),
-    (lambda l, i: nsp_loss(torch.zeros(3, 2), torch.tensor([0.0, 1.0, 1.0])), "integers 0 or 1"),
+    (lambda logits, i: nsp_loss(torch.zeros(3, 2), torch.tensor([0.0, 1.0, 1.0])), "integers 0 or 1"),
 ])
 def test_bad_arguments_raise_a_value_error_that_says_what(make_call, message):
     logits, input_ids = random_batch()

@@ -41,7 +41,8 @@ def wide_model(tmp_path_factory) -> str:
         if (SHIPPED[TINY_GPT] / name).exists():
             shutil.copy(SHIPPED[TINY_GPT] / name, folder / name)
     torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=1024, n_embd=16, n_layer=1, n_head=2)).save_pretrained(folder)
+    GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=1024, n_embd=16, n_layer=1,
+                               n_head=2)).save_pretrained(folder)
     return str(folder)
 
 
@@ -62,7 +63,7 @@ def test_a_text_too_long_for_memory_gives_one_sentence_and_the_next_text_still_w
     out = child_json(f"""
 import json
 from lmviz.errors import NotEnoughMemory
-from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.serving.scoring import score_text as analyse_clm  # the CLI's and a session's own model's path
 from lmviz.models.loading import load_causal_lm
 loaded = load_causal_lm({wide_model!r}, device="cpu")
 before = analyse_clm(loaded, {SHORT!r}).loss
@@ -105,7 +106,8 @@ def ask(name, text):
 threads = [threading.Thread(target=ask, args=a) for a in (("long", {LONG!r}), ("short", {SHORT!r}))]
 for t in threads: t.start()
 for t in threads: t.join()
-print(json.dumps({{"outcome": outcome, "alone": [row.nll for row in alone.rows], "batches": list(batcher.batch_sizes)}}))
+print(json.dumps({{"outcome": outcome, "alone": [row.nll for row in alone.rows],
+                  "batches": list(batcher.batch_sizes)}}))
 """)
     assert sorted(out["batches"]) == batches
     assert isinstance(out["outcome"]["long"], str) and "ran out of memory" in out["outcome"]["long"]

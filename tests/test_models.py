@@ -85,7 +85,8 @@ def test_unwritable_cache_warns_and_never_dequantises_twice(tmp_path, monkeypatc
     assert len(calls) == 1
     assert "could not save" in first.source and "LMVIZ_CACHE" in first.source
     assert first.model is not second.model  # each caller owns its copy
-    assert analyse_clm(first, "I love dogs not cats").loss == pytest.approx(analyse_clm(second, "I love dogs not cats").loss)
+    assert analyse_clm(first, "I love dogs not cats").loss == pytest.approx(analyse_clm(second,
+                                                                                    "I love dogs not cats").loss)
 
 
 def test_a_public_deployment_refuses_models_outside_its_list(monkeypatch):

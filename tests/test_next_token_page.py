@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from lmviz.core.text import readable_token
 from lmviz.lessons.causal_lm import analyse_clm
-from tests.helpers import APP, open_page
+from tests.helpers import APP, open_page, unescaped
 
 
 def metrics(at) -> dict:
@@ -92,5 +92,5 @@ def test_works_with_lmviz_tiny_gpt_and_says_what_a_bad_prefix_is():
     probs = softmax_of_the_model(tiny, "anna and ben went to the", 1.0)
     assert at.dataframe[0].value["id"].tolist() == probs.topk(20).indices.tolist()
     at.text_area(key="next_text").set_value("   ").run()
-    assert not at.exception and [w.value for w in at.warning] == [
+    assert not at.exception and [unescaped(w.value) for w in at.warning] == [
         "There is nothing to continue: the text is empty, so type the beginning of a sentence."]

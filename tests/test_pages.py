@@ -195,7 +195,8 @@ def test_train_page_draws_masked_lm_and_next_sentence_apart():
             f"(sum {fmt(sum(last.values()))}, the number training lowers)") in summary
     figure = json.loads(at.get("plotly_chart")[-1].proto.spec)
     titles = [a["text"] for a in figure["layout"]["annotations"]] + [t.get("name", "") for t in figure["data"]]
-    assert titles[:2] == ["masked LM loss", "next sentence loss"] and any(t.startswith("uniform guess: ln 2") for t in titles)
+    assert titles[:2] == ["masked LM loss", "next sentence loss"] and any(t.startswith("uniform guess: ln 2")
+                                                                          for t in titles)
     shown = summary + " ".join(c.value for c in at.caption)
     assert "floor" not in shown and "lowest loss any model" not in shown
     assert not any("own entropy" in t for t in titles)  # not a bound for a masked LM

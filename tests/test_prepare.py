@@ -118,7 +118,8 @@ def test_an_unreachable_hub_is_one_sentence_naming_the_models_within_seconds(tmp
     assert time.perf_counter() - start < 10  # the local folder's check included
     assert code == 2 and str(local) in out  # what could be prepared still is
     assert err.splitlines() == ["lmviz: someone/model-a and someone/model-b are not on this machine and the Hugging "
-                                "Face hub cannot be reached, so they could not be prepared; run this again while online."]
+                                "Face hub cannot be reached, so they could not be prepared; "
+                                "run this again while online."]
 
 
 def test_with_hf_hub_offline_set_the_sentence_says_so(tmp_path, monkeypatch):

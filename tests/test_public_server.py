@@ -23,13 +23,15 @@ from tests.helpers import APP, open_page, unescaped
 
 CHECKOUT = Path(APP).parent
 # every page where a visitor may name a model, and the box they name it in (from the lesson registry)
-BOX = {lesson.page: {"causal": "model_name", "bert": "bert_custom"}[lesson.model] for lesson in PATH if lesson.model_box}
+BOX = {lesson.page: {"causal": "model_name", "bert": "bert_custom"}[lesson.model]
+       for lesson in PATH if lesson.model_box}
 EXCEPTION_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
 
 
 @pytest.fixture
 def listening_on(monkeypatch):
-    """Sets Streamlit's server.address, the option lmviz.app.choosers reads, as `streamlit run --server.address` does."""
+    """Sets Streamlit's server.address, the option lmviz.app.choosers reads, as `streamlit run --server.address`
+    does."""
     monkeypatch.delenv("LMVIZ_ALLOW_LOCAL_PATHS", raising=False)
     yield lambda address: config.set_option("server.address", address)
     config._set_option("server.address", None, config.ConfigOption.DEFAULT_DEFINITION)
@@ -212,7 +214,7 @@ def test_the_damaged_folder_is_named_by_its_last_part_and_the_log_has_the_rest(t
     listening_on("127.0.0.1")
     folder = _damaged(tmp_path)
     at = _open("app_pages/your_sentence.py")
-    with caplog.at_level(logging.WARNING, logger="lmviz.app.choosers"):
+    with caplog.at_level(logging.WARNING, logger="lmviz.app.problems"):
         at.text_input(key="model_name").set_value(str(folder)).run()
     said = [unescaped(w.value) for w in at.warning]
     assert any("The folder '…/damaged-model' is not a causal language model transformers can read "
@@ -247,7 +249,7 @@ def _chained(message, cause: Exception) -> ModelLoadError:
      "lmviz found nothing in …/mine or …/m."),
 ])
 def test_what_a_visitor_is_told_keeps_the_sentence_and_drops_the_server(name, error, shown, caplog):
-    with caplog.at_level(logging.INFO, logger="lmviz.app.choosers"):
+    with caplog.at_level(logging.INFO, logger="lmviz.app.problems"):
         assert problem_for_visitor(name, error) == shown
     assert str(error).splitlines()[0] in caplog.text  # the whole error is in the server's log
 

@@ -25,10 +25,12 @@ def test_the_three_ways_are_named_as_the_code_computes_them():
 def test_the_start_token_and_length_limit_are_the_bundled_models(bundled):
     tokenizer = bundled.tokenizer
     start = readable_token(tokenizer, start_token_id(tokenizer))
-    assert f"(`{start}` for the bundled model, whose own `bos_token` is the chat\n  marker `{tokenizer.bos_token}`)" in README
+    assert (f"(`{start}` for the bundled model, whose own `bos_token` is the chat\n  "
+            f"marker `{tokenizer.bos_token}`)") in README
     assert tokenizer.bos_token in (tokenizer.chat_template or "")
     own = bundled.model.config.max_position_embeddings
-    assert f"Texts are cut at {spaced(MAX_TOKENS)} tokens, lmviz's\n  own limit (the bundled model takes {spaced(own)})" in README
+    assert (f"Texts are cut at {spaced(MAX_TOKENS)} tokens, lmviz's\n  "
+            f"own limit (the bundled model takes {spaced(own)})") in README
 
 
 def test_the_datas_entropy_is_called_a_bound_for_next_token_prediction_only():
@@ -92,3 +94,9 @@ def test_the_limits_of_a_shared_server_are_the_codes():
     assert f"the process has at most {spaced(PROCESS_CHARS_IN_FLIGHT)} characters being scored at once" in hosting
     assert (f"they score at most {MAX_PAIR_TOKENS} tokens a text, and {MAX_BATCH_SENTENCES} sentences of at most "
             f"{MAX_TOKENS_PER_SENTENCE} tokens") in hosting
+
+
+def test_the_library_table_names_every_folder_of_the_package():
+    package = Path(__file__).resolve().parent.parent / "lmviz"
+    folders = sorted(f"`{path.name}/`" for path in package.iterdir() if (path / "__init__.py").exists())
+    assert [folder for folder in folders if f"| {folder} |" not in README] == []

@@ -62,7 +62,8 @@ def test_a_question_cannot_be_made_without_a_possible_answer():
 
 
 def test_the_path_follows_the_app_and_links_carry_only_its_keys():
-    assert [step.page for step in lesson.PATH] == [page for page in PAGES if page in {step.page for step in lesson.PATH}]
+    assert [step.page for step in lesson.PATH] == [page for page in PAGES
+                                                   if page in {step.page for step in lesson.PATH}]
     assert lesson.total_questions() == len(lesson.all_keys()) >= 2 * len(lesson.PATH)
     done = {"train/start", "toy/nll", "toy/bogus", "../../etc/passwd"}
     assert lesson.read_progress(",".join(done)) == {"train/start", "toy/nll"}
@@ -101,7 +102,8 @@ def test_toy_page_checks_hints_and_reveals():
     answer_question(at, "toy/uniform", "ten")
     assert "“ten” is not a number: type digits, for example 0.69." in verdicts(at)["not an answer"]
     answer_question(at, "toy/largest", reveal=True)
-    assert verdicts(at)["revealed"] == [f"The answer: 1: I → love. {toy_questions.build_questions(toy.walkthrough())[2].reason}"]
+    assert verdicts(at)["revealed"] == ["The answer: 1: I → love. "
+                                        f"{toy_questions.build_questions(toy.walkthrough())[2].reason}"]
     assert not at.exception
     footer = [c.value for c in at.caption if "check-yourself questions answered" in c.value]
     assert footer and footer[0].startswith(f"2 of {lesson.total_questions()} ")  # the right answer and the reveal

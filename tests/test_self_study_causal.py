@@ -51,7 +51,8 @@ def test_next_token_questions_follow_the_models_logits(bundled, text, temperatur
     logits = next_token.next_token_logits(bundled, text)
     shown = next_token.distribution(logits, tokenizer, temperature)
     chosen = next_token.if_true_next(logits, tokenizer, word) if word else None
-    questions = by_key(next_token_questions.build_questions(shown, *next_token.question_inputs(logits, tokenizer, shown, chosen)))
+    questions = by_key(next_token_questions.build_questions(shown, *next_token.question_inputs(logits, tokenizer, shown,
+                                                                                              chosen)))
     assert list(questions) == list(lesson.find("next-token").questions)
 
     z = model_logits(bundled, text)
@@ -93,7 +94,8 @@ def hand_logits(tokenizer, scores: dict[int, float]) -> next_token.NextTokenLogi
 def test_next_token_questions_from_logits_written_by_hand(tiny_tokenizer, scores, temperature, runner_up, answer):
     logits = hand_logits(tiny_tokenizer, scores)
     shown = next_token.distribution(logits, tiny_tokenizer, temperature, top_k=5)
-    questions = by_key(next_token_questions.build_questions(shown, *next_token.question_inputs(logits, tiny_tokenizer, shown, None)))
+    questions = by_key(next_token_questions.build_questions(shown, *next_token.question_inputs(logits, tiny_tokenizer,
+                                                                                              shown, None)))
     top = max(scores, key=scores.get)
     assert questions["greedy"].answer == name(tiny_tokenizer, top)
     denominator = sum(math.exp(scores.get(i, 0.0)) for i in range(len(tiny_tokenizer)))  # T = 1
@@ -112,7 +114,9 @@ def test_next_token_page_checks_hints_and_reveals(bundled):
     runner_up = int(z.topk(2).indices[1])  # no true next token chosen yet: it stands in
     loss = F.cross_entropy(z[None], torch.tensor([runner_up])).item()
     logits = next_token.next_token_logits(bundled, text)
-    questions = by_key(next_token_questions.build_questions(next_token.distribution(logits, tokenizer), *next_token.question_inputs(logits, tokenizer, next_token.distribution(logits, tokenizer), None)))
+    questions = by_key(next_token_questions.build_questions(
+        next_token.distribution(logits, tokenizer),
+        *next_token.question_inputs(logits, tokenizer, next_token.distribution(logits, tokenizer), None)))
 
     answer_question(at, "next-token/nll", fmt(loss + 0.5, 2))
     assert verdicts(at)["wrong"] == [f"Not quite. Hint: {questions['nll'].hint}"]

@@ -7,7 +7,8 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from lmviz.core.text import escape_markdown
 
-NASTY = r"**bold** _it_ $x^2$ <script>alert(1)</script> <img src=x onerror=alert(1)> [a](b) :red[c] `code` # h \ ~s~ |t|"
+NASTY = (r"**bold** _it_ $x^2$ <script>alert(1)</script> <img src=x onerror=alert(1)> "
+         r"[a](b) :red[c] `code` # h \ ~s~ |t|")
 # Streamlit's Markdown is CommonMark with GitHub's extensions (tables, ~strike~) and LaTeX between dollars:
 # render it the same way.
 RENDER = MarkdownIt("commonmark").use(dollarmath_plugin).enable(["table", "strikethrough"])

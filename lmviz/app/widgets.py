@@ -26,7 +26,8 @@ def show_masked_tokens(rows, mask_token: str) -> None:
     st.html(chip_row([branch_chip(r.branch, r.token, r.shown) for r in rows]))
     examples = {Branch.NOT_SELECTED: ("original", "original"), Branch.MASKED: ("original", mask_token),
                 Branch.RANDOM: ("original", "random"), Branch.KEPT: ("original", "original")}
-    st.html(chip_row([f"<span>{branch_chip(branch, *examples[branch])} {html.escape(f'{branch.words}: {meaning}')}</span>"
+    st.html(chip_row([f"<span>{branch_chip(branch, *examples[branch])} "
+                      f"{html.escape(f'{branch.words}: {meaning}')}</span>"
                       for branch, meaning in BRANCH_MEANINGS.items()], "lmviz-legend", gap="1rem"))
 
 

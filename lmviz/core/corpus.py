@@ -44,7 +44,6 @@ FEELINGS = "happy tired hungry brave sleepy proud".split()
 FOODS = "bread cake soup pie cheese plums".split()
 STOP_PROBABILITY = 0.25  # after each sentence from the third on
 MIN_STORY_SENTENCES, MAX_STORY_SENTENCES = 3, 7
-END = "[SEP]"  # the end of a story: a token too, because the model must predict it
 
 
 @dataclass

@@ -168,7 +168,8 @@ def mlm_loss(
     if labels is None:
         labels = input_ids
     elif labels.shape != input_ids.shape:
-        raise ValueError(f"labels {tuple(labels.shape)} and input_ids {tuple(input_ids.shape)} must have the same shape.")
+        raise ValueError(f"labels {tuple(labels.shape)} and input_ids {tuple(input_ids.shape)} "
+                         "must have the same shape.")
     if masked_positions is None:
         masked_positions = labels != ignore_index
     if masked_positions.shape != input_ids.shape:

@@ -21,7 +21,8 @@ from lmviz.core.text import pad_right
 class MlmMask:
     """The result of ``create_mlm_mask``.
 
-    It unpacks like the pair of the module lmviz grew from: ``masked_input_ids, masked_positions = create_mlm_mask(...)``.
+    It unpacks like the pair of the module lmviz grew from:
+    ``masked_input_ids, masked_positions = create_mlm_mask(...)``.
     """
 
     masked_input_ids: torch.Tensor  # (B, T) what the model sees
@@ -96,7 +97,8 @@ def create_mlm_mask(
         raise ValueError(f"input_ids must be (batch, seq_len); got shape {tuple(input_ids.shape)}.")
     if attention_mask is not None and attention_mask.shape != input_ids.shape:
         raise ValueError(
-            f"attention_mask {tuple(attention_mask.shape)} and input_ids {tuple(input_ids.shape)} must have the same shape."
+            f"attention_mask {tuple(attention_mask.shape)} and input_ids {tuple(input_ids.shape)} "
+            "must have the same shape."
         )
     for name, value in (("mask_prob", mask_prob), ("random_replace_prob", random_replace_prob),
                         ("keep_original_prob", keep_original_prob)):

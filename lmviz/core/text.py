@@ -103,7 +103,8 @@ def boundary_token_note(tokenizer, token_id: int) -> str:
     template = getattr(tokenizer, "chat_template", None) or ""
     in_chat = all(tokenizer.convert_ids_to_tokens(i) in template for _, i in others)
     named = " and ".join(f"{role} is {readable_token(tokenizer, i)} (id {i})" for role, i in others)
-    return f"{note}. This tokenizer's {named}" + (", which its chat template uses to mark chat turns." if in_chat else ".")
+    return f"{note}. This tokenizer's {named}" + (", which its chat template uses to mark chat turns." if in_chat
+                                                   else ".")
 
 
 def encode(tokenizer, text: str, add_bos: bool, max_tokens: int) -> tuple[list[int], int | None]:

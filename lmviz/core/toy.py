@@ -61,12 +61,14 @@ def check_probability_table(probs) -> tuple[torch.Tensor, list[int]]:
     probs = probs.double().clone() if torch.is_tensor(probs) else torch.tensor(np.array(probs, dtype=np.float64))
     expected = (len(INPUT_WORDS) - 1, len(VOCAB))
     if probs.shape != expected:
-        raise ValueError(f"The table must have {expected[0]} rows and {expected[1]} columns; it has shape {tuple(probs.shape)}.")
+        raise ValueError(f"The table must have {expected[0]} rows and {expected[1]} columns; "
+                         f"it has shape {tuple(probs.shape)}.")
     if not bool(torch.isfinite(probs).all()):
         raise ValueError("Every cell must be a number; one is empty or not finite.")
     if bool((probs < 0).any()):
         row, col = (probs < 0).nonzero()[0].tolist()
-        raise ValueError(f"Probabilities cannot be negative: position {row}, word {VOCAB[col]!r} is {probs[row, col]:g}.")
+        raise ValueError(f"Probabilities cannot be negative: position {row}, word {VOCAB[col]!r} "
+                         f"is {probs[row, col]:g}.")
     sums = probs.sum(dim=-1)
     for position in range(expected[0]):
         if sums[position] == 0:

@@ -65,7 +65,8 @@ class Lesson:
 CAUSAL = "Causal language models (GPT, Llama)"
 
 PATH = (
-    Lesson("toy_example", "toy", "Toy example", "Toy example: the loss of one sentence, by hand", ":material/calculate:",
+    Lesson("toy_example", "toy", "Toy example", "Toy example: the loss of one sentence, by hand",
+           ":material/calculate:",
            "how one sentence's loss is computed by hand: labels, -log p, the mean, perplexity", "Start here",
            "A 10-word vocabulary and the sentence *I love dogs not cats*: the [[labels|label]] are the input shifted "
            "by one place, the probability of each true next word is picked out of a table, and the loss is the mean "

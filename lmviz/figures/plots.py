@@ -121,7 +121,8 @@ def _fits(box, taken, width: float, height: float) -> bool:
 MAX_BAR_LABELS = 24  # more token labels than this overlap at a projector's width: they go to the hover
 
 
-def token_loss_bars(labels: list[str], nll: list[float], mean_loss: float, probs: list[float] | None = None) -> go.Figure:
+def token_loss_bars(labels: list[str], nll: list[float], mean_loss: float,
+                    probs: list[float] | None = None) -> go.Figure:
     """One bar per scored position: the loss of predicting that token. Every number in the
     hover is written by lmviz.core.numbers, as on the page."""
     positions = list(range(len(nll)))
@@ -170,7 +171,8 @@ def training_curves(history, reference_lines: dict[str, dict[str, float]], units
         last_step = max([r.step for r in history] + [1])
         for (label, value), colour, dash in zip(reference_lines[part].items(), REFERENCE_LINE_COLOURS,
                                                 REFERENCE_LINE_DASHES):
-            fig.add_trace(go.Scatter(x=[0, last_step], y=[value, value], mode="lines", name=f"{plain(label)}: {fmt(value)}",
+            fig.add_trace(go.Scatter(x=[0, last_step], y=[value, value], mode="lines",
+                                     name=f"{plain(label)}: {fmt(value)}",
                                      line={"color": colour, "dash": dash, "width": 2}, hoverinfo="name"),
                           row=1, col=col)
         fig.update_yaxes(title_text=f"loss ({units[part]})", rangemode="tozero", row=1, col=col)
@@ -198,7 +200,8 @@ def next_token_bars(tokens: list[str], probs: list[float], rest_prob: float, res
         x=values, y=y, orientation="h", marker={"color": colours, "pattern": {"shape": [""] * len(tokens) + ["/"]}},
         text=[fmt_prob(p) for p in values], textposition="outside", cliponaxis=False, customdata=names,
         hovertemplate="%{customdata}<br>p = %{text}<extra></extra>"))
-    fig.update_yaxes(tickmode="array", tickvals=y, ticktext=[f"{mark} {name}".strip() for name, mark in zip(names, marks)],
+    fig.update_yaxes(tickmode="array", tickvals=y,
+                     ticktext=[f"{mark} {name}".strip() for name, mark in zip(names, marks)],
                      autorange="reversed", title_text="")
     # room right of the longest bar for its number (the axis may then run past 1)
     fig.update_xaxes(title_text="probability of being the next token", range=[0, max(values) * 1.3])

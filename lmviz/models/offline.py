@@ -179,7 +179,8 @@ def _download(repo_id: str, online, progress) -> None:
     progress(f"downloading {repo_id}…")
     cache_dir = str(hub_cache_dir())
     try:
-        kind = kind_of_config(json.loads(Path(hf_hub_download(repo_id, "config.json", cache_dir=cache_dir)).read_text()))
+        kind = kind_of_config(json.loads(Path(hf_hub_download(repo_id, "config.json",
+                                                              cache_dir=cache_dir)).read_text()))
         if kind is not None:  # otherwise _prepare_hub_id says why no page can use it
             # Loading is the one way to fetch exactly the files from_pretrained reads (sharded or not,
             # safetensors or .bin); the model is dropped here and loaded again offline to check it.

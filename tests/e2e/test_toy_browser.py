@@ -31,7 +31,8 @@ def test_a_typed_probability_reaches_the_loss_in_a_browser(browser, server, posi
     main = tab.inner_text("[data-testid='stMain']")
     assert f"/ 5 = {fmt(expected['loss'])}" in main and "Traceback" not in main
     assert tab.locator("[data-testid='stException'], [data-testid='stAlertContentError']").count() == 0
-    expect(tab.locator(".js-plotly-plot")).to_have_count(1)  # the chart stays, even for a 0 (a stale copy may linger a moment)
+    # the chart stays, even for a 0 (a stale copy may linger a moment)
+    expect(tab.locator(".js-plotly-plot")).to_have_count(1)
     tab.close()
 
 

@@ -1,4 +1,5 @@
-"""BERT pre-training loss's check-yourself questions, from the analysis on the learner's screen (lmviz.lessons.bert.analyse_bert_loss).
+"""BERT pre-training loss's check-yourself questions, from the analysis on the learner's screen
+(lmviz.lessons.bert.analyse_bert_loss).
 
 Plain Python (no torch): the page passes in what it computed; a question's expected answer is always that."""
 

@@ -1,4 +1,5 @@
-"""Chat fine-tuning loss's check-yourself questions, from the analysis on the learner's screen (lmviz.lessons.chat_loss.analyse_sft).
+"""Chat fine-tuning loss's check-yourself questions, from the analysis on the learner's screen
+(lmviz.lessons.chat_loss.analyse_sft).
 
 Plain Python (no torch): the page passes in what it computed; a question's expected answer is always that."""
 

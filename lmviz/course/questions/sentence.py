@@ -32,7 +32,8 @@ def build_questions(result: ClmAnalysis) -> list[Question]:
     questions = [
         Question("highest", "Predict before you look: which label will cost the most, the largest -log p?",
                  label_name(rows[costliest]), choices=tuple(label_name(rows[t]) for t in offered),
-                 reason=f"The model gave it p = {fmt_prob(rows[costliest].prob)}, so -log p = {fmt(rows[costliest].nll)}: "
+                 reason=f"The model gave it p = {fmt_prob(rows[costliest].prob)}, "
+                        f"so -log p = {fmt(rows[costliest].nll)}: "
                         "the less likely the model found the label, the more it costs.",
                  hint="the label the model could least expect from the tokens before it costs most: often an early "
                       "one, with little before it, or a name; the chart of section 3 ranks them all."),

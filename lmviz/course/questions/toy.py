@@ -1,4 +1,5 @@
-"""The Toy example's check-yourself questions, from the walkthrough on the learner's screen (lmviz.core.toy.walkthrough).
+"""The Toy example's check-yourself questions, from the walkthrough on the learner's screen
+(lmviz.core.toy.walkthrough).
 
 Plain Python (no torch): the page passes in what it computed; a question's expected answer is always that."""
 

@@ -1,4 +1,5 @@
-"""Train's check-yourself questions, from the model's vocabulary and the losses it recorded (lmviz.lessons.training.Trainer).
+"""Train's check-yourself questions, from the model's vocabulary and the losses it recorded
+(lmviz.lessons.training.Trainer).
 
 Plain Python (no torch): the page passes in what it computed; a question's expected answer is always that."""
 
