@@ -77,3 +77,13 @@ def verdicts(at: AppTest) -> dict[str, list[str]]:
 def unescaped(markdown: str) -> str:
     """A message as the reader sees it: lmviz.core.text.escape_markdown's backslashes removed."""
     return re.sub(r"\\(.)", r"\1", markdown)
+
+
+class Clock:
+    """A clock a test sets by hand (``clock.now = ...``), for code that takes ``clock=``, such as FairShare."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now

@@ -14,6 +14,7 @@ from lmviz.models.settings import CHARS_PER_MINUTE_VARIABLE, DEFAULT_CHARS_PER_M
 from lmviz.serving.batcher import ALONE_PIECES_LONGER, CLASS_AT_WORK_SECONDS, Batcher
 from lmviz.serving.fair_share import FairShare, TooMuchText
 from lmviz.serving.scoring import forward_in_pieces
+from tests.helpers import Clock
 
 SENTENCES = ["the cat sat on a mat", "a dog ran to the park and saw a big red bird", "the bird saw the cat",
              "small blue bird ran", "the cat and the dog sat on the mat and saw the park"] * 4
@@ -231,14 +232,6 @@ def test_close_answers_the_long_texts_still_waiting(tiny_loaded):
     assert len(results) == 3 and all(r.input_ids == results[0].input_ids for r in results)
     batcher._thread.join(timeout=5)
     assert not batcher._thread.is_alive()
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
 
 
 def test_fair_share_counts_each_sessions_characters_of_the_last_minute():

@@ -11,14 +11,7 @@ from lmviz.lessons.causal_lm import analyse_clm
 from lmviz.serving import batcher as batcher_module
 from lmviz.serving.batcher import Batcher
 from lmviz.serving.fair_share import FairShare, TooMuchText
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
+from tests.helpers import Clock
 
 
 def test_a_resent_request_counts_in_full_in_the_characters_in_flight():
