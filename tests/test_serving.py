@@ -52,8 +52,7 @@ def test_a_closed_batcher_ends_its_thread_and_still_answers(tiny_loaded):
     batcher = Batcher(tiny_loaded)
     assert batcher.analyse("the cat sat").rows
     batcher.close()
-    batcher._thread.join(timeout=5)
-    assert not batcher._thread.is_alive()  # the thread no longer holds the model
+    assert not batcher._thread.is_alive()  # close() returns once the thread, which holds the model, has ended
     late = batcher.analyse("the cat sat on a mat")  # a session that still had it is served all the same
     alone = analyse_clm(tiny_loaded, "the cat sat on a mat")
     assert [r.nll for r in late.rows] == pytest.approx([r.nll for r in alone.rows])
@@ -182,8 +181,7 @@ def test_long_texts_are_never_padded_into_a_batch(tiny_loaded):
     assert max(length for _, length in recording.calls) <= 8  # no forward pass wider than a piece
     assert sorted(batch for batch, length in recording.calls if batch > 1) == [2]  # the two short ones, together
     batcher.close()
-    batcher._thread.join(timeout=5)
-    assert not batcher._thread.is_alive()
+    assert not batcher._thread.is_alive()  # close() returns once the thread has ended
 
 
 def test_a_long_text_is_read_in_short_pieces_only_while_a_class_is_at_work(tiny_loaded):
@@ -225,13 +223,16 @@ def test_close_answers_the_long_texts_still_waiting(tiny_loaded):
     while batcher._requests.qsize() < 2 and time.monotonic() < deadline:
         time.sleep(0.001)
     assert batcher._requests.qsize() == 2  # both wait behind the first
-    batcher.close()
+    closer = threading.Thread(target=batcher.close)  # close() waits for the thread, which is held: from aside
+    closer.start()
+    while not batcher._closed and time.monotonic() < deadline:
+        time.sleep(0.001)
     closed.set()
+    closer.join(10)
     for thread in threads:
         thread.join(10)
     assert len(results) == 3 and all(r.input_ids == results[0].input_ids for r in results)
-    batcher._thread.join(timeout=5)
-    assert not batcher._thread.is_alive()
+    assert not closer.is_alive() and not batcher._thread.is_alive()
 
 
 def test_fair_share_counts_each_sessions_characters_of_the_last_minute():

@@ -69,10 +69,14 @@ class Batcher:
         return done.result()
 
     def close(self) -> None:
-        """End the serving thread once the requests already queued are answered."""
+        """Answer the requests already queued, then end the serving thread, and return once it has ended.
+
+        Waiting for it matters at exit: a process that ends while the thread is still inside torch is
+        aborted by the C++ runtime ("terminate called without an active exception")."""
         with self._closing:
             self._closed = True
             self._requests.put(_STOP)
+        self._thread.join()
 
     def _serve(self) -> None:
         while not (self._stopping and not self._long):
