@@ -3,7 +3,7 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from lmviz.app.choosers import default_causal_lm
+from lmviz.app.choosers import default_scorer, scored_with_cpu_fallback
 from lmviz.app.chrome import term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
@@ -13,7 +13,7 @@ from lmviz.core.losses import perplexity
 from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap
 from lmviz.core.text import boundary_token_note, end_token_id, escape_markdown, readable_token
 from lmviz.course.questions.batches import build_questions
-from lmviz.errors import NothingToScore
+from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.lessons.batches import (
     MAX_BATCH_SENTENCES,
     batch_losses,
@@ -25,6 +25,7 @@ from lmviz.lessons.batches import (
     position_ids_for,
     reorderings,
 )
+from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 2000
 DEFAULT_SENTENCES = ("The cat sat on the mat.\n"
@@ -34,24 +35,29 @@ SIDES = ("right", "left")
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def score_batches(_model, model_key: tuple, sequences: list, pad_id: int, end_id: int | None) -> dict:
+def score_batches(_scorer: CausalScorer, model_key: tuple, text: str, sequences: list, pad_id: int,
+                  end_id: int | None) -> dict:
     """Per text, per model: the right- and left-padded batches, and the labels when pad = the end token."""
-    results = {}
-    for side in SIDES:
-        ids, mask = pad_batch(sequences, pad_id, side)
-        labels = labels_for(ids, mask)
-        results[side] = (ids, mask, labels, batch_losses(_model, ids, mask, labels))
-    if end_id is not None:
-        ids, mask = pad_batch(sequences, end_id, "right")
-        labels = labels_for(ids, mask, mask_by="pad_id", pad_id=end_id)
-        results["pad = end"] = (ids, mask, labels, batch_losses(_model, ids, mask, labels))
-    return results
+    def padded_both_ways(loaded) -> dict:
+        results = {}
+        for side in SIDES:
+            ids, mask = pad_batch(sequences, pad_id, side)
+            labels = labels_for(ids, mask)
+            results[side] = (ids, mask, labels, batch_losses(loaded.model, ids, mask, labels))
+        if end_id is not None:
+            ids, mask = pad_batch(sequences, end_id, "right")
+            labels = labels_for(ids, mask, mask_by="pad_id", pad_id=end_id)
+            results["pad = end"] = (ids, mask, labels, batch_losses(loaded.model, ids, mask, labels))
+        return results
+    return _scorer.run(padded_both_ways, text)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def accumulate(_model, model_key: tuple, sequences: list, pad_id: int, micro_batch_size: int):
+def accumulate(_scorer: CausalScorer, model_key: tuple, text: str, sequences: list, pad_id: int,
+               micro_batch_size: int):
     ids, mask = pad_batch(sequences, pad_id, "right")
-    return gradient_accumulation(_model, ids, mask, labels_for(ids, mask), micro_batch_size)
+    return _scorer.run(lambda loaded: gradient_accumulation(loaded.model, ids, mask, labels_for(ids, mask),
+                                                            micro_batch_size), text)
 
 
 def pad_assignment(tokenizer, end_id: int) -> str:
@@ -94,8 +100,8 @@ panel = result_panel()
 text = st.text_area(f"Sentences, one per line (at most {MAX_BATCH_SENTENCES})", value=DEFAULT_SENTENCES,
                     max_chars=MAX_CHARS, key="batch_text")
 
-loaded = default_causal_lm().loaded  # the model every page shares
-tokenizer, model = loaded.tokenizer, loaded.model
+scorer = default_scorer()  # the model every page shares
+tokenizer = scorer.loaded.tokenizer
 token = partial(readable_token, tokenizer)  # id -> readable text
 try:
     sequences = encode_sentences(tokenizer, text.splitlines())
@@ -104,8 +110,16 @@ except NothingToScore as problem:
     st.stop()
 start_id, end_id = sequences[0][0], end_token_id(tokenizer)
 pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end_id
-model_key = (loaded.name, loaded.identity, loaded.device, loaded.dtype)
-results = score_batches(model, model_key, sequences, pad_id, end_id)
+try:
+    scorer, results = scored_with_cpu_fallback(
+        scorer, lambda s: score_batches(s, s.cache_key, text, sequences, pad_id, end_id))
+except NothingToScore as problem:  # more text than this visitor's fair share
+    show_problem(problem, panel)
+    st.stop()
+except NotEnoughMemory as problem:
+    show_problem(f"{problem} Try fewer or shorter sentences.", panel)
+    st.stop()
+loaded = scorer.loaded
 sentences = [line.strip() for line in text.splitlines() if line.strip()]
 names = [f"sentence {n + 1}" for n in range(len(sequences))]
 markers = [boundary_token_note(tokenizer, i) for i in dict.fromkeys((start_id, end_id)) if i is not None]
@@ -168,7 +182,15 @@ st.caption("With left padding the last pad 'predicts' each padded sentence's fir
 st.subheader("4. Gradient accumulation: the same batch in micro-batches")
 micro = st.number_input("Sentences per micro-batch", min_value=1, max_value=MAX_BATCH_SENTENCES, value=1,
                         key="micro_batch_size")
-accumulation = accumulate(model, model_key, sequences, pad_id, min(int(micro), len(sequences)))
+try:
+    scorer, accumulation = scored_with_cpu_fallback(
+        scorer, lambda s: accumulate(s, s.cache_key, text, sequences, pad_id, min(int(micro), len(sequences))))
+except NothingToScore as problem:
+    show_problem(problem)
+    st.stop()
+except NotEnoughMemory as problem:
+    show_problem(f"{problem} Try fewer or shorter sentences.")
+    st.stop()
 st.dataframe(pd.DataFrame({
     "micro-batch": [("sentence " if len(part) == 1 else "sentences ") + ", ".join(str(i + 1) for i in part)
                     for part in accumulation.micro_batches],

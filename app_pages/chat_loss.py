@@ -4,8 +4,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from lmviz.app.caches import fair_share
-from lmviz.app.choosers import choose_causal_lm
+from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
@@ -14,7 +13,7 @@ from lmviz.core.labels import IGNORE_INDEX
 from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.core.text import escape_markdown
 from lmviz.course.questions.chat_loss import build_questions
-from lmviz.errors import NothingToScore
+from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures.chips import chip_row, stacked_chip
 from lmviz.figures.palettes import CHAT_ROLE_COLOURS
 from lmviz.lessons.chat_loss import (
@@ -29,6 +28,7 @@ from lmviz.lessons.chat_loss import (
     end_of_turn_positions,
 )
 from lmviz.lessons.next_token import BadInput
+from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 1000
 DEFAULTS = {"chat_user": "What is the capital of France?", "chat_answer": "The capital of France is Paris.",
@@ -37,15 +37,15 @@ ROLE_WORDS = {"system": "system", "user": "user", "assistant": "answer", "templa
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def get_analysis(_loaded, model_key: tuple, user: str, answer: str, system: str | None):
-    with fair_share(user, answer, system):
-        return analyse_sft(_loaded, user, answer, system)
+def get_analysis(_scorer: CausalScorer, model_key: tuple, user: str, answer: str, system: str | None):
+    return _scorer.run(lambda loaded: analyse_sft(loaded, user, answer, system), user, answer, system)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def get_comparison(_loaded, model_key: tuple, user: str, chosen: str, rejected: str, system: str | None):
-    with fair_share(user, chosen, rejected, system):
-        return compare_answers(_loaded, user, chosen, rejected, system)
+def get_comparison(_scorer: CausalScorer, model_key: tuple, user: str, chosen: str, rejected: str,
+                   system: str | None):
+    return _scorer.run(lambda loaded: compare_answers(loaded, user, chosen, rejected, system),
+                       user, chosen, rejected, system)
 
 
 def conversation_chips(chat) -> str:
@@ -73,8 +73,8 @@ st.markdown(
     "The answer's end-of-turn token counts too: it is how the model learns to stop."
 )
 
-choice = choose_causal_lm()
-loaded, tokenizer = choice.loaded, choice.loaded.tokenizer
+scorer = choose_causal_lm()
+loaded, tokenizer = scorer.loaded, scorer.loaded.tokenizer
 if not getattr(tokenizer, "chat_template", None):
     # used in place of the model asked for (choose_causal_lm keeps that in the link), which could not be loaded
     fell_back = loaded.name != st.query_params["model"]
@@ -91,9 +91,12 @@ answer = st.text_input("Assistant's answer (the text fine-tuning teaches)", key=
 system = st.text_input("System message (optional)", key="chat_system", max_chars=MAX_CHARS) or None
 
 try:
-    result = get_analysis(loaded, choice.cache_key, user, answer, system)
+    scorer, result = scored_with_cpu_fallback(scorer, lambda s: get_analysis(s, s.cache_key, user, answer, system))
 except (NothingToScore, ChatTemplateError, BadInput) as problem:  # in the pinned panel: on screen with the boxes
     show_problem(problem, panel)
+    st.stop()
+except NotEnoughMemory as problem:
+    show_problem(f"{problem} Try shorter messages.", panel)
     st.stop()
 chat = result.chat
 
@@ -155,9 +158,13 @@ st.caption(f"Largest difference: {fmt_gap(gap)} (float32 rounding).")
 st.subheader("4. Two answers to the same question")
 other = st.text_input("Another answer, to compare", key="chat_other", max_chars=MAX_CHARS)
 try:
-    compared = get_comparison(loaded, choice.cache_key, user, answer, other, system)
+    scorer, compared = scored_with_cpu_fallback(
+        scorer, lambda s: get_comparison(s, s.cache_key, user, answer, other, system))
 except (NothingToScore, ChatTemplateError, BadInput) as problem:
     show_problem(problem)
+    st.stop()
+except NotEnoughMemory as problem:
+    show_problem(f"{problem} Try shorter answers.")
     st.stop()
 st.dataframe(pd.DataFrame({
     "answer": [compared.chosen.answer, compared.rejected.answer],

@@ -1,8 +1,7 @@
 import pandas as pd
 import streamlit as st
 
-from lmviz.app.caches import fair_share
-from lmviz.app.choosers import choose_causal_lm
+from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
@@ -10,7 +9,7 @@ from lmviz.app.widgets import result_panel, show_chart, show_code
 from lmviz.core.numbers import fmt, fmt_prob
 from lmviz.core.text import escape_markdown, readable_token, valid_text
 from lmviz.course.questions.next_token import build_questions, candidate_name
-from lmviz.errors import NothingToScore
+from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures import plots
 from lmviz.lessons.next_token import (
     DEFAULT_TOP_K,
@@ -24,6 +23,7 @@ from lmviz.lessons.next_token import (
     sample_token,
     softmax_with_temperature,
 )
+from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 2000
 DEFAULT_PREFIX = "The capital of France is"
@@ -31,10 +31,9 @@ TYPE_A_WORD = "a word I type…"
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def get_logits(_loaded, model_key: tuple, text: str, add_bos: bool):
+def get_logits(_scorer: CausalScorer, model_key: tuple, text: str, add_bos: bool):
     """Per prefix, per model: one forward pass; every temperature and sample reuses its logits."""
-    with fair_share(text):
-        return next_token_logits(_loaded, text, add_bos)
+    return _scorer.run(lambda loaded: next_token_logits(loaded, text, add_bos), text)
 
 
 def continued(tokenizer, logits, text: str, token_id: int) -> str:
@@ -63,8 +62,7 @@ st.markdown(
 )
 
 params = st.query_params
-choice = choose_causal_lm()
-loaded, tokenizer = choice.loaded, choice.loaded.tokenizer
+scorer = choose_causal_lm()
 panel = result_panel()
 if "next_text" not in st.session_state:
     st.session_state["next_text"] = valid_text(params.get("text", DEFAULT_PREFIX))[:MAX_CHARS]
@@ -84,10 +82,14 @@ temperature = right.slider(
 st.query_params.update({"text": text, "bos": "1" if add_bos else "0", "t": f"{temperature:g}"})
 
 try:
-    logits = get_logits(loaded, choice.cache_key, text, add_bos)
+    scorer, logits = scored_with_cpu_fallback(scorer, lambda s: get_logits(s, s.cache_key, text, add_bos))
 except NothingToScore as problem:  # said in the pinned panel, where the result would be: on screen with the box
     show_problem(problem, panel)
     st.stop()
+except NotEnoughMemory as problem:
+    show_problem(f"{problem} Try a shorter text.", panel)
+    st.stop()
+loaded, tokenizer = scorer.loaded, scorer.loaded.tokenizer
 shown = distribution(logits, tokenizer, temperature, DEFAULT_TOP_K)
 top_ids = [c.token_id for c in shown.top]
 

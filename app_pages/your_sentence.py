@@ -5,7 +5,6 @@ from statistics import mean
 import pandas as pd
 import streamlit as st
 
-from lmviz.app.caches import fair_share
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import term
 from lmviz.app.path import check_yourself, is_answered
@@ -36,6 +35,7 @@ from lmviz.lessons.causal_lm import (
     records_from_logits,
     score_positions,
 )
+from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
@@ -44,11 +44,10 @@ START_LABEL = "Start with a start-of-text token"
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def get_analysis(_analyse, model_key: tuple, text: str, add_bos: bool, top_k: int):
+def get_analysis(_scorer: CausalScorer, model_key: tuple, text: str, add_bos: bool, top_k: int):
     """Per text, per model: a sentence typed twice (or by two students) is scored once. The visitor's text
     counts against their fair share; lmviz's own paragraph, scored once per model for the whole server, does not."""
-    with fair_share(text if text != REFERENCE_TEXT else None):
-        return _analyse(text, add_bos=add_bos, top_k=top_k)
+    return _scorer.analyse(text, add_bos, top_k, counted=text != REFERENCE_TEXT)
 
 
 def coloured_sentence(result) -> str:
@@ -114,7 +113,7 @@ st.markdown(
 )
 
 params = st.query_params
-choice = choose_causal_lm()
+scorer = choose_causal_lm()
 
 url_text = valid_text(params.get("text", DEFAULT_TEXT))
 if len(url_text) > MAX_CHARS:
@@ -139,8 +138,8 @@ if comparing:
     st.text_area("Second version", max_chars=MAX_CHARS, key="sentence_b")
     comparison_slot = st.container()  # filled once the first version is scored: directly under its box
 
-def score(choice, scored_text: str | None = None, with_start: bool | None = None):
-    return get_analysis(choice.analyse, choice.cache_key, text if scored_text is None else scored_text,
+def score(scorer: CausalScorer, scored_text: str | None = None, with_start: bool | None = None):
+    return get_analysis(scorer, scorer.cache_key, text if scored_text is None else scored_text,
                         add_bos if with_start is None else with_start, 5)
 
 
@@ -162,11 +161,11 @@ def show_headline(panel, loaded, result, reference) -> None:
                      help=f"This model's loss on a fixed paragraph of ordinary English: “{REFERENCE_TEXT}”{cut}")
 
 
-def show_comparison(choice, result) -> None:
+def show_comparison(scorer: CausalScorer, result) -> None:
     """The second version against the first: both losses, their difference, the tokens that make it,
     and the aligned table. A second text with nothing to score gets the main box's sentence."""
     try:
-        _, other = scored_with_cpu_fallback(choice, lambda c: score(c, st.session_state["sentence_b"]))
+        _, other = scored_with_cpu_fallback(scorer, lambda s: score(s, st.session_state["sentence_b"]))
     except NothingToScore as problem:
         show_problem(problem)
         return
@@ -185,7 +184,7 @@ def show_comparison(choice, result) -> None:
 
 
 try:
-    choice, result = scored_with_cpu_fallback(choice, score)
+    scorer, result = scored_with_cpu_fallback(scorer, score)
 except NothingToScore as problem:  # said in the pinned panel, where the result would be: on screen with the box
     show_problem(problem, panel)
     st.stop()
@@ -193,11 +192,11 @@ except NotEnoughMemory as problem:
     show_problem(f"{problem} Try a shorter text.", panel)
     st.stop()
 
-loaded = choice.loaded
+loaded = scorer.loaded
 if comparing:
     with comparison_slot:
-        show_comparison(choice, result)
-show_headline(panel, loaded, result, score(choice, REFERENCE_TEXT))
+        show_comparison(scorer, result)
+show_headline(panel, loaded, result, score(scorer, REFERENCE_TEXT))
 st.caption(escape_markdown(
     f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}, weights {loaded.dtype}. "
     f"Loaded in {loaded.load_seconds:.1f} s; this forward pass took {result.forward_seconds * 1000:.0f} ms."))
@@ -260,7 +259,7 @@ else:
     st.caption("Under each predicted token, its loss -log p; its colour is the step of the scale above that the "
                "loss falls in: the darker, the more the token surprised the model. Hover over a token for its p.")
     try:
-        without, with_start = score(choice, with_start=False), score(choice, with_start=True)
+        without, with_start = score(scorer, with_start=False), score(scorer, with_start=True)
         st.caption(escape_markdown(first_label_sentence(without, with_start)))
     except NothingToScore as problem:  # the other setting, refused by the server's limits: said in the caption's place
         show_problem(problem, kind="caption")

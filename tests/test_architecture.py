@@ -1,7 +1,7 @@
 """The house's rules (ARCHITECTURE.md), read from the code's own imports: each layer of lmviz/ imports only the
 layers below it, followed transitively; no import cycle anywhere; only the app layer imports Streamlit; the
 torch-free modules leave torch out of a fresh interpreter; nothing imports a page; pages get their models through
-the app layer. Imports inside functions count like the others: a lazy import is still an arrow."""
+the app layer, and the causal-LM pages through a CausalScorer. Imports inside functions count like the others: a lazy import is still an arrow."""
 
 import ast
 import subprocess
@@ -185,6 +185,33 @@ def test_pages_get_their_models_through_the_app_layer():
     assert len(pages) >= 9
     for page in pages:
         assert not imports_of(page, set(MODULES)) & MODEL_LOADING, f"{page.name} loads models itself: use lmviz.app"
+
+
+SERVING_INSIDES = {"lmviz.serving.batcher", "lmviz.serving.scoring", "lmviz.serving.fair_share", "lmviz.app.caches"}
+
+
+def cached_functions(tree: ast.Module) -> list[ast.FunctionDef]:
+    return [node for node in tree.body if isinstance(node, ast.FunctionDef)
+            and any("cache_data" in ast.unparse(decorator) for decorator in node.decorator_list)]
+
+
+def test_causal_lm_pages_reach_their_model_only_through_a_causal_scorer():
+    """Each causal-LM page's cached computations take the scorer and its cache key (so each one is admitted by
+    the fair share, told as a sentence when memory runs out, and keyed on the model), and no page reaches
+    behind it to the batcher, the scoring functions, the fair share or the cached models."""
+    from lmviz.course.registry import PATH
+
+    causal = [lesson for lesson in PATH if lesson.model == "causal"]
+    assert len(causal) >= 4
+    for lesson in causal:
+        tree = ast.parse((ROOT / lesson.page).read_text())
+        cached = cached_functions(tree)
+        assert cached, lesson.stem
+        for function in cached:
+            first, second = (arg.arg for arg in function.args.args[:2])
+            assert (first, second) == ("_scorer", "model_key"), f"{lesson.stem}.{function.name}({first}, {second})"
+    for page in sorted((ROOT / "app_pages").glob("*.py")):
+        assert not imports_of(page, set(MODULES)) & SERVING_INSIDES, f"{page.name} reaches behind the scorer"
 
 
 @pytest.mark.parametrize("module", TORCH_FREE + sorted(m for m in MODULES if layer(m) == "course"))

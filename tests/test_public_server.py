@@ -262,11 +262,11 @@ def chars_per_minute_of(monkeypatch):
 
     def set_limit(value: str):
         monkeypatch.setenv(CHARS_PER_MINUTE_VARIABLE, value)
-        caches._fair_share.clear()
+        caches.process_fair_share.clear()
 
     yield set_limit
     monkeypatch.undo()
-    caches._fair_share.clear()
+    caches.process_fair_share.clear()
 
 
 # Each page's limit lies between what its first text costs and what the second adds: 137 characters a text;

@@ -1,5 +1,5 @@
 """The models and the limits every session shares: one copy of each model per process (Streamlit's
-resource cache), its Batcher, and the process's FairShare."""
+resource cache), its Batcher, and the process's FairShare (applied by lmviz.serving.scorer.CausalScorer)."""
 
 from __future__ import annotations
 
@@ -39,16 +39,15 @@ def get_batcher(name: str, device: str, dtype: str, token: str | None):
 
 
 @st.cache_resource(show_spinner=False)
-def _fair_share() -> FairShare:
+def process_fair_share() -> FairShare:
     """One per process: every session's texts count against the same limits."""
     return FairShare(chars_per_minute(), PROCESS_CHARS_IN_FLIGHT)
 
 
-def fair_share(*texts: str | None):
-    """A context manager around a page's forward pass on the visitor's ``texts``, put where a cached result
-    would not reach (one already computed costs the server nothing): lmviz.serving.fair_share.FairShare's limits for
-    this session. Its TooMuchText is a NothingToScore, which every page already shows as a sentence."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx  # (Streamlit's own name for this session)
+def session_id() -> str:
+    """This visitor's session, as Streamlit names it ("" outside a script run): whose fair share a text counts
+    against."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     context = get_script_run_ctx()
-    return _fair_share().admit(context.session_id if context else "", [text for text in texts if text])
+    return context.session_id if context else ""

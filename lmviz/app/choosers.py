@@ -3,17 +3,14 @@ cannot be loaded, and the model the Train page hands to the other pages of a ses
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import partial
-from typing import Callable
+from typing import Callable, TypeVar
 
 import streamlit as st
 
-from lmviz.app.caches import get_batcher, load_bert_once, usual_berts
+from lmviz.app.caches import get_batcher, load_bert_once, process_fair_share, session_id, usual_berts
 from lmviz.app.problems import problem_for_visitor, show_problem
 from lmviz.core.text import escape_markdown
 from lmviz.errors import NotEnoughMemory
-from lmviz.lessons.causal_lm import analyse_clm
 from lmviz.models.bundled import prepare_bundled
 from lmviz.models.loading import (
     DEFAULT_MODEL,
@@ -27,6 +24,9 @@ from lmviz.models.loading import (
 from lmviz.models.offline import cached_models
 from lmviz.models.settings import allowed_models, default_dtype, local_paths_allowed
 from lmviz.serving.batcher import Batcher
+from lmviz.serving.scorer import CausalScorer
+
+T = TypeVar("T")
 
 
 def _bert_choices() -> list[str]:
@@ -150,30 +150,19 @@ def causal_lm_or_fallback(name: str, device: str, dtype: str, token: str | None)
     return batcher
 
 
-def default_causal_lm():
-    """The bundled model's batcher, shared by every page and session (or a fallback: causal_lm_or_fallback)."""
-    return causal_lm_or_fallback(DEFAULT_MODEL, "auto", default_dtype(), None)
+def default_scorer() -> CausalScorer:
+    """The bundled model, shared by every page and session (or a fallback: causal_lm_or_fallback)."""
+    return _shared(causal_lm_or_fallback(DEFAULT_MODEL, "auto", default_dtype(), None), default_dtype(), None)
 
 
-@dataclass
-class CausalChoice:
-    """The causal LM a page scores with (see choose_causal_lm)."""
+def _shared(batcher: Batcher, dtype: str, token: str | None) -> CausalScorer:
+    return CausalScorer(batcher.loaded, batcher, process_fair_share(), session_id(), dtype, token)
 
-    loaded: LoadedModel
-    analyse: Callable  # (text, add_bos=, top_k=) -> lmviz.lessons.causal_lm.ClmAnalysis
-    dtype: str
-    token: str | None
-    shared: bool  # one copy for every session (its requests batched); False: this session's trained model
 
-    @property
-    def cache_key(self) -> tuple:
-        """What a cache of this model's results is keyed on (never reused by another model)."""
-        return self.loaded.name, self.loaded.identity, self.loaded.device, self.loaded.dtype
-
-    def on_cpu(self) -> CausalChoice:
-        """The same shared model on the CPU, for when the GPU runs out of memory (or a fallback)."""
-        batcher = causal_lm_or_fallback(self.loaded.name, "cpu", self.dtype, self.token)
-        return CausalChoice(batcher.loaded, batcher.analyse, self.dtype, self.token, shared=True)
+def on_cpu(scorer: CausalScorer) -> CausalScorer:
+    """The same shared model on the CPU, for when the GPU runs out of memory (or a fallback)."""
+    return _shared(causal_lm_or_fallback(scorer.loaded.name, "cpu", scorer.dtype, scorer.token), scorer.dtype,
+                   scorer.token)
 
 
 def _model_settings(asked: str) -> tuple[str, str, str, str | None]:
@@ -207,7 +196,7 @@ def _model_settings(asked: str) -> tuple[str, str, str, str | None]:
     return name, device, dtype, token
 
 
-def choose_causal_lm() -> CausalChoice:
+def choose_causal_lm() -> CausalScorer:
     """The causal-LM picker of the pages that score text: the bundled model, lmviz's tiny GPT, a hub id or a
     folder (only the deployment's list when it has one), the model this session trained, and the link's
     ?model=, kept in the link. A model that cannot be loaded gets one sentence, and the bundled one is used
@@ -216,20 +205,19 @@ def choose_causal_lm() -> CausalChoice:
     st.query_params["model"] = name
     trained = trained_causal_lm()
     if trained is not None and st.toggle("Use the model you trained on the Train page", key="use_trained"):
-        # this session's own model: scored directly, never batched with other sessions' requests
-        return CausalChoice(trained, partial(analyse_clm, trained), "float32", None, shared=False)
-    batcher = causal_lm_or_fallback(name, device, dtype, token)
-    return CausalChoice(batcher.loaded, batcher.analyse, dtype, token, shared=True)
+        # this session's own model: scored in its own thread, never batched with other sessions' requests
+        return CausalScorer(trained, None, process_fair_share(), session_id(), "float32", None)
+    return _shared(causal_lm_or_fallback(name, device, dtype, token), dtype, token)
 
 
-def scored_with_cpu_fallback(choice: CausalChoice, score: Callable) -> tuple[CausalChoice, object]:
-    """(choice, score(choice)); when a shared model runs out of GPU memory, the same again on the CPU,
+def scored_with_cpu_fallback(scorer: CausalScorer, score: Callable[[CausalScorer], T]) -> tuple[CausalScorer, T]:
+    """(scorer, score(scorer)); when a shared model runs out of GPU memory, the same again on the CPU,
     with one sentence saying so. Other errors (NothingToScore, NotEnoughMemory on the CPU) go to the page."""
     try:
-        return choice, score(choice)
+        return scorer, score(scorer)
     except NotEnoughMemory as problem:
-        if not problem.device.startswith("cuda") or not choice.shared:
+        if not problem.device.startswith("cuda") or not scorer.shared:
             raise
         show_problem(f"{problem} This text is scored on the CPU instead.", kind="info")
-    choice = choice.on_cpu()
-    return choice, score(choice)
+    scorer = on_cpu(scorer)
+    return scorer, score(scorer)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 import torch
 
 from lmviz.core.text import pad_right
 from lmviz.errors import NotEnoughMemory
 from lmviz.lessons.causal_lm import MAX_TOKENS, ClmAnalysis, Request, make_request, records_from_logits, seconds_since
+
+T = TypeVar("T")
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -21,23 +23,29 @@ def is_out_of_memory(error: BaseException) -> bool:
         isinstance(error, RuntimeError) and "can't allocate memory" in str(error))
 
 
+def explaining_out_of_memory(loaded, compute: Callable[[], T], sentence: Callable[[], str]) -> T:
+    """``compute()``, with a failed allocation raised as NotEnoughMemory(``sentence()``)."""
+    try:
+        return compute()
+    except RuntimeError as error:  # torch.OutOfMemoryError is a RuntimeError too
+        if not is_out_of_memory(error):
+            raise
+    # Raised here, outside the except block, so that the failed attempt's tensors (held by
+    # its traceback) are freed before anyone retries.
+    if loaded.device.startswith("cuda"):
+        torch.cuda.empty_cache()  # and their blocks handed back by PyTorch's caching allocator
+    raise NotEnoughMemory(sentence(), loaded.device)
+
+
 def explains_out_of_memory(analyse):
     """``analyse`` (loaded, requests), with a failed allocation turned into NotEnoughMemory,
     whose one sentence says how large the texts' scores were."""
-    @functools.wraps(analyse)  # "Show the code" shows ``analyse`` itself, under this decorator
+    @functools.wraps(analyse)
     def explained(loaded, requests: list[Request], **options) -> list[ClmAnalysis]:
-        try:
-            return analyse(loaded, requests, **options)
-        except RuntimeError as error:  # torch.OutOfMemoryError is a RuntimeError too
-            if not is_out_of_memory(error):
-                raise
-        # Raised here, outside the except block, so that the failed attempt's tensors (held by
-        # its traceback) are freed before anyone retries.
-        if loaded.device.startswith("cuda"):
-            torch.cuda.empty_cache()  # and their blocks handed back by PyTorch's caching allocator
         width = max(len(request.ids) for request in requests)
-        raise NotEnoughMemory(_memory_sentence(len(requests), width, loaded.model.config.vocab_size, loaded.device),
-                              loaded.device)
+        return explaining_out_of_memory(
+            loaded, lambda: analyse(loaded, requests, **options),
+            lambda: _memory_sentence(len(requests), width, loaded.model.config.vocab_size, loaded.device))
     return explained
 
 
