@@ -210,8 +210,9 @@ st.markdown(" ".join(f":gray-background[{escape_markdown(t)}]" for t in result.t
 st.caption("␣ is a space that belongs to the token. "
            + escape_markdown(start_marker_sentence(loaded.tokenizer, result)))
 
-questions = build_questions(result)
-if predicting and not is_answered("sentence", "highest"):
+hidden = predicting and not is_answered("sentence", "highest")  # sections 2 and 3 wait for the prediction
+questions = build_questions(result, losses_shown=not hidden)
+if hidden:
     st.subheader("2. Predict first")
     st.markdown("Each token's loss is hidden until you say which one you expect to cost the most (or show the "
                 "answer). The tokens are above; think of which next token the model could least expect.")

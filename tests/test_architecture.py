@@ -1,7 +1,8 @@
 """The house's rules (ARCHITECTURE.md), read from the code's own imports: each layer of lmviz/ imports only the
 layers below it, followed transitively; no import cycle anywhere; only the app layer imports Streamlit; the
 torch-free modules leave torch out of a fresh interpreter; nothing imports a page; pages get their models through
-the app layer, and the causal-LM pages through a CausalScorer. Imports inside functions count like the others: a lazy import is still an arrow."""
+the app layer, and the causal-LM pages through a CausalScorer. Imports inside functions count like the others: a
+lazy import is still an arrow."""
 
 import ast
 import subprocess

@@ -21,8 +21,9 @@ def label_name(row: TokenRow) -> str:
     return f"{row.position}: {row.input_token} → {row.target_token}"
 
 
-def build_questions(result: ClmAnalysis) -> list[Question]:
-    """Your sentence's check-yourself questions, from the analysis on the learner's screen."""
+def build_questions(result: ClmAnalysis, losses_shown: bool = True) -> list[Question]:
+    """Your sentence's check-yourself questions, from the analysis on the learner's screen. ``losses_shown``:
+    False while Predict first hides sections 2 and 3 (the table and the chart), which the hints then leave out."""
     rows = result.rows
     costliest = max(range(len(rows)), key=lambda t: rows[t].nll)  # the first, when several tie
     # the costliest label among others spread evenly over the text, in the text's order
@@ -36,11 +37,15 @@ def build_questions(result: ClmAnalysis) -> list[Question]:
                         f"so -log p = {fmt(rows[costliest].nll)}: "
                         "the less likely the model found the label, the more it costs.",
                  hint="the label the model could least expect from the tokens before it costs most: often an early "
-                      "one, with little before it, or a name; the chart of section 3 ranks them all."),
+                      "one, with little before it, or a name; "
+                      + ("the chart of section 3 ranks them all." if losses_shown else
+                         "section 1 shows the tokens, and the losses appear once you answer.")),
         Question("count", "Over how many labels is this text's loss the mean?", len(rows), digits=0,
                  reason=f"{len(result.tokens)} tokens give {len(rows)} labels: every token is predicted from the "
                         f"ones before it, except the first, which has none{start}.",
-                 hint="count the rows of the table: one per label, the next token at each position."),
+                 hint="count the rows of the table of section 2: one per label, the next token at each position."
+                      if losses_shown else "count the tokens of section 1, less one: every token is a label except "
+                                           "the first, which has nothing before it."),
     ]
     if math.isfinite(result.perplexity):
         questions.append(Question(
