@@ -84,3 +84,14 @@ def bundled():
     from lmviz.models.loading import load_causal_lm
 
     return load_causal_lm()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Let the app's warm start finish before the interpreter does: a process that ends while that thread is
+    inside torch is aborted by the C++ runtime ("terminate called without an active exception"), whatever the
+    tests said."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == "lmviz-warm-start":
+            thread.join(timeout=300)
