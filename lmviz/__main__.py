@@ -263,9 +263,9 @@ def _run(args):
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "prepare":  # prints its own table and one sentence per model it could not prepare
-        from lmviz.models import offline as prepare
+        from lmviz.models import offline
 
-        return prepare.list_cached() if args.list else prepare.run(args.models, only=args.only)
+        return offline.list_cached() if args.list else offline.run(args.models, only=args.only)
     try:
         print(_run(args))
     except (ModelLoadError, NothingToScore, BadInput, ChatTemplateError) as problem:

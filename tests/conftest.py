@@ -10,10 +10,11 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="lmviz-tests-empty-hub-cache-")
 # ...and never warm the bundled model in a background thread: a short run (one test file) can end while
 # that thread is inside torch, and the process then aborts at exit ("terminate called without an active
-# exception", exit code 134) after every test passed. tests/test_classroom.py turns it on where it is tested.
+# exception", exit code 134) after every test passed. tests/app/test_presentation_and_warm_start.py turns it on
+# where it is tested.
 os.environ["LMVIZ_WARM_START"] = "0"
 # ...and never share one visitor's minute of text (lmviz.serving.fair_share.FairShare) between tests: Streamlit's
-# AppTest gives every page test the same session id. tests/test_public_server.py sets a limit where it is tested.
+# AppTest gives every page test the same session id. tests/app/test_public_server.py sets a limit where it is tested.
 os.environ["LMVIZ_CHARS_PER_MINUTE"] = "inf"
 
 import pytest  # noqa: E402

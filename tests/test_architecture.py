@@ -221,3 +221,14 @@ def test_torch_free_modules_leave_torch_out_of_a_fresh_interpreter(module):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", f"{module} imports {done.stdout.strip()}"
+
+
+def test_the_tests_are_arranged_like_the_source_tree():
+    """tests/<layer>/ for each layer's tests; beside them only the project-wide ones (the rules, the README, the
+    requirements, the CLI), the browser tests (e2e/) and the test data."""
+    folders = {path.name for path in (ROOT / "tests").iterdir() if path.is_dir() and path.name != "__pycache__"}
+    layers = {path.name for path in PACKAGE.iterdir() if path.is_dir() and path.name != "__pycache__"}
+    assert folders - {"e2e", "data"} <= layers, folders - layers
+    beside = {path.name for path in (ROOT / "tests").glob("test_*.py")}
+    assert beside == {"test_architecture.py", "test_cli.py", "test_memory_benchmark.py", "test_packaging.py",
+                      "test_readme.py", "test_requirements.py"}, "a layer's test belongs in tests/<layer>/"

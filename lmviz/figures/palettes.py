@@ -3,7 +3,7 @@
 A class has colour-blind students, and a projector washes colours out, so:
 colours that mean different things stay apart under protanopia, deuteranopia
 and tritanopia, and the loss scale goes from light to dark for everyone
-(tests/test_palettes.py simulates each and measures). Colour is never the only
+(tests/figures/test_palettes.py simulates each and measures). Colour is never the only
 sign: the pages also write the value, a mark or a border.
 """
 
@@ -42,7 +42,9 @@ CHAT_ROLE_COLOURS = {"system": REDDISH_PURPLE, "user": BLUE, "assistant": BLUISH
 # Toy example: the true label's cell and the greedy pick's text (the page also marks each with a symbol: ✓ and ★).
 TOY_TRUE_LABEL_BACKGROUND = "#C7E9C0"
 TOY_GREEDY_TEXT = "#08519C"
-TOY_CELL_BACKGROUND = WHITE  # the cells the two above stand out from
+# The other cells, which keep Streamlit's light-theme look: not applied by the page, named so that the contrast
+# tests (tests/figures/test_palettes.py) measure the two colours above against what they stand out from.
+TOY_CELL_BACKGROUND = WHITE
 TOY_CELL_TEXT = "#31333F"  # Streamlit's light theme text colour
 
 # Sequential: -log p of a token, (upper edge, colour), light = likely to dark = surprising.

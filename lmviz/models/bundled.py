@@ -89,7 +89,8 @@ def _save_atomically(model, tokenizer, folder: Path) -> str | None:
 # written it stays here, so the process never dequantises twice.
 _dequantised: dict[Path, tuple] = {}
 # A class opening the app together on a cold start would otherwise start one dequantisation per
-# session (each about 30 s of CPU and its own copy of the weights): the first does it, the rest wait.
+# session (each a long run of CPU and its own copy of the weights; benchmarks/first_visit.py times a cold start):
+# the first does it, the rest wait.
 _bundled_lock = threading.Lock()
 
 
@@ -118,8 +119,8 @@ def load_bundled(progress: Progress | None = None):
 def _load_bundled(gguf: Path, folder: Path, progress: Progress):
     if folder not in _dequantised and (folder / "config.json").is_file():
         progress(0.5, "Loading the bundled model from lmviz's cache…")
-        # The folder holds a tokenizer.json: PreTrainedTokenizerFast reads it in 0.2 s, where
-        # AutoTokenizer takes 3.6 s to reach the same tokenizer (same ids, same special tokens).
+        # The folder holds a tokenizer.json: PreTrainedTokenizerFast reads it directly, where AutoTokenizer
+        # takes many times as long to reach the same tokenizer (same ids, same special tokens).
         model, tokenizer = from_pretrained(str(folder), tokenizer_class="PreTrainedTokenizerFast",
                                             local_files_only=True)
         return model, tokenizer, f"bundled with {GGUF_PACKAGE} (float32 weights from lmviz's cache)"

@@ -63,7 +63,8 @@ def pick_device(requested: str | None = None) -> str:
     return requested
 
 
-def _prepare(model, name: str, device: str, dtype: str):
+def _on_device(model, name: str, device: str, dtype: str):
+    """The model on ``device`` in ``dtype``, in eval mode and frozen: as every session shares it."""
     try:
         model = model.to(device=device, dtype=DTYPES[dtype]).eval()
     except torch.OutOfMemoryError as error:
@@ -159,7 +160,7 @@ def load_causal_lm(
     if loaded is None:
         loaded = load_named(name, token)
     model, tokenizer, source = loaded
-    model = _prepare(model, name, device, dtype)
+    model = _on_device(model, name, device, dtype)
     return LoadedModel(model, tokenizer, name, source, device, dtype, time.perf_counter() - start)
 
 
@@ -189,5 +190,5 @@ def load_bert(name: str = TINY_BERT, device: str | None = None, dtype: str | Non
         model, tokenizer, source = load_named(name, token, "bert")
     if not hasattr(model, "cls") or not hasattr(model.cls, "seq_relationship"):
         raise ModelLoadError(f"{name!r} has no next-sentence head: lmviz needs a BertForPreTraining checkpoint.")
-    model = _prepare(model, name, device, dtype)
+    model = _on_device(model, name, device, dtype)
     return LoadedModel(model, tokenizer, name, source, device, dtype, time.perf_counter() - start)

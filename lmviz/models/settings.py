@@ -48,8 +48,8 @@ def max_model_gb() -> float:
 
 CHARS_PER_MINUTE_VARIABLE = "LMVIZ_CHARS_PER_MINUTE"
 # Five texts a minute of the longest a page takes (2 000 characters), for each session: far above what a
-# student types, and with it one visitor sending long texts as fast as they can leaves the others' p95
-# within 2x of a quiet class (README "Reliability", benchmarks/noisy_neighbour.py).
+# student types; how much one visitor sending long texts as fast as they can still slows the others is
+# measured by benchmarks/noisy_neighbour.py (README "Reliability").
 DEFAULT_CHARS_PER_MINUTE = 10_000
 
 

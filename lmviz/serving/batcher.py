@@ -26,7 +26,8 @@ WINDOW_SECONDS = 0.01  # how long the first request of a batch waits for company
 MAX_BATCH = 32
 # A short text scored this recently means a class is at work: a long text is then read in pieces of
 # piece_tokens. Otherwise (a teacher alone on a laptop) in pieces ALONE_PIECES_LONGER times as long: on a
-# CPU, each forward pass reads all the weights again, and pieces of 64 took up to 1.8 times as long as one pass.
+# CPU, each forward pass reads all the weights again, so many short pieces take longer than one pass
+# (benchmarks/noisy_neighbour.py measures both).
 CLASS_AT_WORK_SECONDS = 10.0
 ALONE_PIECES_LONGER = 4
 # Short texts go before a long one, but for this long at most while they keep coming: it is never starved.

@@ -58,8 +58,8 @@ def _memory_sentence(texts: int, width: int, vocab_size: int, device: str) -> st
 
 
 # On a shared server a long text is read this many tokens at a time, and the short texts of other
-# visitors that arrive meanwhile are scored between its pieces (lmviz.serving.batcher.Batcher). On this project's
-# 2-core CPU, a piece of 64 tokens of SmolLM2-135M took at most 0.35 s, 1 024 tokens in one go 3.5 s.
+# visitors that arrive meanwhile are scored between its pieces (lmviz.serving.batcher.Batcher): they wait for one
+# piece, not for the whole text (benchmarks/noisy_neighbour.py, README "Reliability").
 PIECE_TOKENS = 64
 
 

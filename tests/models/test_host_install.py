@@ -114,6 +114,6 @@ def test_the_causal_pages_are_the_ones_that_load_a_causal_lm():
     layer's causal choosers, and no other page does."""
     for lesson in PATH:
         source = (Path(APP).parent / lesson.page).read_text()
-        assert (lesson.model == "causal") == ("causal_lm(" in source), lesson.page
+        assert (lesson.model == "causal") == ("choose_causal_lm(" in source or "default_scorer(" in source), lesson.page
         assert (lesson.model == "bert") == ("choose_bert(" in source), lesson.page
         assert lesson.model_box == ("choose_causal_lm(" in source or "choose_bert(" in source), lesson.page

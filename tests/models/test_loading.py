@@ -211,5 +211,5 @@ def test_models_loaded_by_several_sessions_at_once_all_load():
 
     for _ in range(2):  # a fresh process each time: the races are in first imports and first loads
         done = subprocess.run([sys.executable, "-c", CONCURRENT_LOADS], capture_output=True, text=True, timeout=300,
-                              cwd=Path(__file__).resolve().parent.parent, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                              cwd=Path(__file__).resolve().parents[2], env={**os.environ, "HF_HUB_OFFLINE": "1"})
         assert "FAILURES 0" in done.stdout, done.stdout + done.stderr[-2000:]

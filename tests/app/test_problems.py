@@ -1,6 +1,6 @@
 """How a learner is told that something went wrong (lmviz.app.problems.show_problem): one sentence, always shown
 as text. A sentence that quotes what the learner typed must show it as typed: Markdown and HTML in it are never
-read as such (tests/test_bad_inputs.py sends every hostile case through every registered text box the same way)."""
+read as such (tests/app/test_bad_inputs.py sends every hostile case through every registered text box the same way)."""
 
 import re
 

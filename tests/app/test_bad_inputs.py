@@ -63,7 +63,8 @@ TEXT_PAGES = {surface: (lesson.page, SPECIAL.get(surface, typed(box)))
 COMPARED = "Difference: second − first"  # the comparison's own metric
 TRAIN = ["train alone", "train among ordinary text"]
 PAGES = ["your-sentence from a link", *TEXT_PAGES, *SECOND_BOXES, *TRAIN]
-# the library's functions that tests/test_next_token.py and tests/test_chat_loss.py drive with every case
+# the library's functions that tests/lessons/test_next_token.py and tests/lessons/test_chat_loss.py drive with
+# every case
 LIBRARY = ["next_token_logits", "analyse_sft question", "analyse_sft answer"]
 
 

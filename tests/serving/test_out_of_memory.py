@@ -19,7 +19,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from lmviz.models.loading import SHIPPED, TINY_GPT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VOCAB = 200_000
 SHORT = "the fox went to the forest ."
 LONG = " ".join([SHORT] * 150)  # ~1 000 tokens

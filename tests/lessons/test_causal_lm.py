@@ -205,7 +205,7 @@ def test_show_the_code_shows_the_computation():
     assert "score_positions(" in records and "loss_three_ways(" in records
     assert "except" not in records and "memory" not in records and "pad" not in records
     assert "log_softmax" in scores and len(scores.splitlines()) < 25
-    page = (Path(__file__).resolve().parent.parent / "app_pages" / "your_sentence.py").read_text()
+    page = (Path(__file__).resolve().parents[2] / "app_pages" / "your_sentence.py").read_text()
     shown = page[page.index("show_code("):].split("\n", 1)[0]
     assert "records_from_logits" in shown and "analyse_batch" not in shown
 

@@ -80,5 +80,5 @@ def test_the_story_generator_and_the_text_helpers_need_no_torch():
 
     done = subprocess.run([sys.executable, "-c",
                            "import sys, lmviz.core.corpus, lmviz.core.text; print('torch' in sys.modules)"],
-                          capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+                          capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
     assert done.stdout.strip() == "False", done.stderr

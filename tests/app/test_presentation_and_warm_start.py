@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from lmviz.app import chrome, warm
 from tests.helpers import APP
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_app_py_imports_no_torch_before_the_home_page_is_drawn():

@@ -248,7 +248,7 @@ def test_the_defaults_are_the_bundled_model_bert_base_uncased_and_gpt2():
 
 
 def test_the_readme_gives_the_before_class_step_with_the_defaults_it_downloads():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     classroom = readme[readme.index("## In the classroom"):readme.index("## The pages")]
     step = classroom[classroom.index("**Before class, while online**: `.venv/bin/python -m lmviz prepare`"):]
     for name in prepare.DEFAULT_MODELS:
