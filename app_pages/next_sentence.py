@@ -14,7 +14,7 @@ from lmviz.core.corpus import generate_corpus
 from lmviz.core.losses import flip_nsp_labels, nsp_loss
 from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_prob
 from lmviz.core.text import escape_markdown
-from lmviz.course.questions.nsp import build_questions, nsp_label_words
+from lmviz.course.questions.next_sentence import build_questions, nsp_label_words
 from lmviz.errors import NothingToScore
 from lmviz.figures.chips import chip_row, stacked_chip
 from lmviz.figures.palettes import BLACK, LIGHT_GREY, WHITE

@@ -11,7 +11,7 @@ from lmviz.core import toy
 from lmviz.core.losses import clm_loss, token_cross_entropy
 from lmviz.core.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
 from lmviz.core.text import escape_markdown
-from lmviz.course.questions.toy import build_questions
+from lmviz.course.questions.toy_example import build_questions
 from lmviz.figures import plots
 from lmviz.figures.palettes import TOY_GREEDY_TEXT, TOY_TRUE_LABEL_BACKGROUND
 

@@ -22,7 +22,7 @@ from lmviz.core.compare import (
 )
 from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.core.text import boundary_token_note, escape_markdown, readable_token, start_token_id, valid_text
-from lmviz.course.questions.sentence import build_questions
+from lmviz.course.questions.your_sentence import build_questions
 from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures import plots
 from lmviz.figures.chips import chip_row, stacked_chip

@@ -54,10 +54,6 @@ class Lesson:
         """The page's file, as st.Page and st.page_link take it."""
         return f"app_pages/{self.stem}.py"
 
-    @property
-    def questions_module(self) -> str:
-        return f"lmviz.course.questions.{self.stem}"
-
     def key(self, question: str) -> str:
         return f"{self.url_path}/{question}"
 

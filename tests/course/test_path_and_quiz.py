@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from lmviz.core import toy
 from lmviz.core.numbers import fmt
 from lmviz.course import registry as lesson
-from lmviz.course.questions import toy as toy_questions
+from lmviz.course.questions import toy_example as toy_questions
 from lmviz.course.quiz import Question, check, read_number, tolerance_for
 from tests.helpers import APP, PAGES, answer_question, by_hand, one_sentence, open_page, verdicts
 
@@ -134,7 +134,7 @@ def test_a_count_is_checked_exactly():
 @pytest.mark.parametrize("text, add_bos", [("The capital of France is Paris.", False),
                                            ("One two three four five six seven eight nine ten eleven.", True)])
 def test_your_sentence_questions_follow_the_text(tiny_loaded, text, add_bos):
-    from lmviz.course.questions.sentence import build_questions
+    from lmviz.course.questions.your_sentence import build_questions
     from lmviz.lessons.causal_lm import analyse_clm
 
     result = analyse_clm(tiny_loaded, text, add_bos=add_bos)
@@ -153,7 +153,7 @@ def test_your_sentence_questions_follow_the_text(tiny_loaded, text, add_bos):
 
 
 def test_your_sentence_predict_first_hides_the_losses_until_the_guess(bundled):
-    from lmviz.course.questions.sentence import build_questions
+    from lmviz.course.questions.your_sentence import build_questions
     from lmviz.lessons.causal_lm import analyse_clm
 
     at = open_page("app_pages/your_sentence.py")

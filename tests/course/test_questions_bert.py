@@ -14,7 +14,7 @@ from lmviz.core.numbers import fmt
 from lmviz.course import registry as lesson
 from lmviz.course.questions import bert_loss as bert_loss_questions
 from lmviz.course.questions import masked_lm as masked_lm_questions
-from lmviz.course.questions import nsp as nsp_questions
+from lmviz.course.questions import next_sentence as nsp_questions
 from lmviz.lessons.bert import MAX_PAIR_TOKENS, analyse_bert_loss, analyse_mlm, analyse_mlm_at, analyse_nsp
 from tests.helpers import answer_question, open_page, verdicts
 
