@@ -231,4 +231,15 @@ def test_the_tests_are_arranged_like_the_source_tree():
     assert folders - {"e2e", "data"} <= layers, folders - layers
     beside = {path.name for path in (ROOT / "tests").glob("test_*.py")}
     assert beside == {"test_architecture.py", "test_cli.py", "test_memory_benchmark.py", "test_packaging.py",
-                      "test_readme.py", "test_requirements.py"}, "a layer's test belongs in tests/<layer>/"
+                      "test_docs.py", "test_requirements.py"}, "a layer's test belongs in tests/<layer>/"
+
+
+def test_each_lesson_has_its_files_under_its_stem():
+    """The page, the questions and the docs page of a lesson are all named by its stem (docs/development/
+    adding-a-lesson.md); its computation is the module the registry names."""
+    from lmviz.course.registry import PATH
+
+    for lesson in PATH:
+        for path in (lesson.page, f"lmviz/course/questions/{lesson.stem}.py", f"docs/lessons/{lesson.stem}.md"):
+            assert (ROOT / path).is_file(), path
+        assert lesson.computation in MODULES, lesson.computation

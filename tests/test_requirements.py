@@ -106,7 +106,8 @@ def test_the_dockerfile_installs_the_cpu_route_and_the_readme_says_so():
     assert installed == ["requirements-cpu.txt"]
     copied = re.search(r"^COPY (requirements[^\n]*) \./?$", dockerfile, re.MULTILINE).group(1).split()
     assert set(copied) == {"requirements-cpu.txt", "requirements.txt"}  # the file and the one it includes
-    docker_paragraph = re.search(r"\*\*Docker\*\*.*?(?:\n\n|\Z)", (ROOT / "README.md").read_text(), re.DOTALL)
+    hosting = (ROOT / "docs" / "hosting" / "index.md").read_text()
+    docker_paragraph = re.search(r"\*\*Docker\*\*.*?(?:\n\n|\Z)", hosting, re.DOTALL)
     assert docker_paragraph and "requirements-cpu.txt" in docker_paragraph.group(0)
 
 

@@ -247,12 +247,15 @@ def test_the_defaults_are_the_bundled_model_bert_base_uncased_and_gpt2():
     assert prepare.default_names() == ["SmolLM2-135M-Instruct", "bert-base-uncased", "gpt2"]
 
 
-def test_the_readme_gives_the_before_class_step_with_the_defaults_it_downloads():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    classroom = readme[readme.index("## In the classroom"):readme.index("## The pages")]
-    step = classroom[classroom.index("**Before class, while online**: `.venv/bin/python -m lmviz prepare`"):]
+def test_the_readme_and_the_teachers_page_give_the_before_class_step_with_the_defaults_it_downloads():
+    root = Path(__file__).resolve().parents[2]
+    readme = " ".join((root / "README.md").read_text().split())
+    step = readme[readme.index("run `.venv/bin/python -m lmviz prepare` once while online"):].split("\n")[0][:200]
+    offline = " ".join((root / "docs" / "teachers" / "offline.md").read_text().split())
+    assert "python -m lmviz prepare" in offline
     for name in prepare.DEFAULT_MODELS:
-        assert f"`{name}`" in step.split("\n- **")[0]
+        assert f"`{name}`" in step, name
+        assert f"`{name}`" in offline, name
 
 
 def test_the_model_pickers_offer_what_is_cached_here(tmp_path, monkeypatch):

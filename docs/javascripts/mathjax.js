@@ -1,0 +1,6 @@
+// MathJax reads the $...$ and $$...$$ that pymdownx.arithmatex (generic mode) wraps in \( \) and \[ \].
+window.MathJax = {
+  tex: {inlineMath: [["\\(", "\\)"]], displayMath: [["\\[", "\\]"]], processEscapes: true, processEnvironments: true},
+  options: {ignoreHtmlClass: ".*|", processHtmlClass: "arithmatex"},
+};
+document$.subscribe(() => { MathJax.typesetPromise(); });
