@@ -238,8 +238,13 @@ def test_the_limits_of_a_shared_server_are_the_codes():
     from lmviz.serving.scoring import PIECE_TOKENS
 
     hosting = page("hosting/index.md")
-    assert f"(default `{DEFAULT_CHARS_PER_MINUTE}`: five texts of the longest a page takes;" in hosting
-    assert DEFAULT_CHARS_PER_MINUTE == 5 * max(page_max_chars().values())
+    longest = max(page_max_chars().values())
+    assert (f"(default `{DEFAULT_CHARS_PER_MINUTE}`: five texts as long as the longest box takes, {spaced(longest)} "
+            "characters;") in hosting
+    assert DEFAULT_CHARS_PER_MINUTE == 5 * longest
+    # Chat fine-tuning loss sends its user, answer and system boxes, then user, both answers and system again
+    chat = 7 * page_max_chars()["chat_loss"]
+    assert f"every box full, sends {spaced(chat)}" in hosting and chat > DEFAULT_CHARS_PER_MINUTE / 2
     assert (f"While a class is at work (a short text scored there in the last {CLASS_AT_WORK_SECONDS:g} s), a long "
             f"text is read {PIECE_TOKENS} tokens at a time; otherwise {ALONE_PIECES_LONGER * PIECE_TOKENS} at a time"
             ) in hosting
@@ -264,3 +269,14 @@ def test_the_library_reference_and_the_architecture_name_every_folder_of_the_pac
         text = page(name)
         assert [folder for folder in folders if f"`{folder}/`" not in text and f"lmviz.{folder}" not in text] == []
 
+
+
+def test_a_count_of_questions_per_page_is_the_registrys():
+    """The README once said "two to four questions" where every page asks two or three."""
+    words = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+    counts = [len(lesson.questions) for lesson in PATH]
+    for text in [README, *(path.read_text() for path in every_page())]:
+        number = "(one|two|three|four|five)"
+        for low, high in re.findall(rf"\b{number} (?:to|or) {number} (?:check-yourself )?questions", flat(text)):
+            assert (words[low], words[high]) == (min(counts), max(counts)), f"{low} to {high}: {counts}"
+    assert (min(counts), max(counts)) == (2, 3)
