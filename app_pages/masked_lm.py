@@ -201,7 +201,8 @@ with st.expander("How lmviz's masking compares with Hugging Face's and the origi
         f"all {result.tokenizer_size:,} ids of the tokenizer, special tokens included, and so did Google's "
         "original BERT code (from its whole vocabulary).\n"
         "- **How many positions.** lmviz, like Hugging Face's collator, selects each token on its own with the "
-        "selection rate, so the number selected varies from one seed to the next. The original BERT code "
+        f"selection rate, so the number selected varies from one {term('seed', 'seed')} to the next. "
+        "The original BERT code "
         "selects exactly max(1, round(0.15 × n)) positions, n counting every token of the sequence, [CLS] and "
         "[SEP] included (at most max_predictions_per_seq, 20 by default), chosen at random among the "
         "tokens that are not [CLS] or [SEP].")

@@ -97,9 +97,11 @@ st.dataframe(pd.DataFrame({
 }), hide_index=True)
 st.markdown(
     f"**Why one {term('logit', 'logit')} gives the same loss as two:** {term('softmax', 'softmax')}([a, b])[1] = "
-    "e^b / (e^a + e^b) = 1 / (1 + e^-(b-a)) "
-    "= sigmoid(b - a). Only the difference of the two scores matters, so a single score s = b - a with a "
-    "sigmoid (binary cross-entropy) is the same classifier."
+    f"e^b / (e^a + e^b) = 1 / (1 + e^-(b-a)) = {term('sigmoid', 'sigmoid')}(b - a), where sigmoid(x) = "
+    "1 / (1 + e^-x) turns any score into a probability between 0 and 1. Only the difference of the two scores "
+    "matters. So a single score s = b - a gives the same classifier: p(class 1) = sigmoid(s), and its loss, the "
+    f"{term('binary cross-entropy', 'binary cross-entropy')}, is -log sigmoid(s) when the label is 1 and "
+    "-log (1 - sigmoid(s)) when it is 0: the same number as the two-logit loss, as the table above shows."
 )
 st.info("Label convention: this page follows Hugging Face's BertForPreTraining, where **0 means B follows A**. "
         "language_modeling_losses.py, the module lmviz grew from, used the opposite, 1 = B follows A; lmviz "

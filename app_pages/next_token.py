@@ -6,7 +6,7 @@ from lmviz.app.chrome import term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
-from lmviz.core.numbers import fmt, fmt_prob
+from lmviz.core.numbers import LOSS_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.core.text import escape_markdown, readable_token, valid_text
 from lmviz.course.questions.next_token import build_questions, candidate_name
 from lmviz.errors import NotEnoughMemory, NothingToScore
@@ -15,11 +15,15 @@ from lmviz.lessons.next_token import (
     DEFAULT_TOP_K,
     MAX_TEMPERATURE,
     MIN_TEMPERATURE,
+    MOST_HAND_DIGITS,
     BadInput,
     distribution,
+    hand_digits,
+    hand_exponent,
     if_true_next,
     next_token_logits,
     question_inputs,
+    row_in_whole_text,
     sample_token,
     softmax_with_temperature,
 )
@@ -34,6 +38,13 @@ TYPE_A_WORD = "a word I type…"
 def get_logits(_scorer: CausalScorer, model_key: tuple, text: str, add_bos: bool):
     """Per prefix, per model: one forward pass; every temperature and sample reuses its logits."""
     return _scorer.run(lambda loaded: next_token_logits(loaded, text, add_bos), text)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def get_whole_text(_scorer: CausalScorer, model_key: tuple, text: str, add_bos: bool):
+    """The continued text as Your sentence scores it (the same scorer path, one pass over the whole text): the
+    figure this page names as Your sentence's is that page's own computation, not this page's one-position pass."""
+    return _scorer.analyse(text, add_bos)
 
 
 def continued(tokenizer, logits, text: str, token_id: int) -> str:
@@ -137,25 +148,40 @@ with panel:
 
 if true_next is not None:
     st.markdown(
-        f"The model gives {escape_markdown(true_next.token)} p = {fmt_prob(true_next.prob)} at T = 1, so training "
-        f"charges this position -log p = **{fmt(true_next.nll)}**: the loss Your sentence shows for this "
-        "position of the same text. The temperature changes what a generator picks, never the loss: "
-        "training always uses T = 1.")
-    st.caption(f"This page computes p in float64. Training computes it in float32, as the model's own loss and Your "
-               f"sentence do: -log p = {fmt(true_next.nll_float32)}. A float32 log-softmax over "
-               f"{logits.vocab_size:,} tokens can be off by a few times 1e-5 (2.5e-5 measured on the bundled model), "
-               "so the fifth decimal can differ; Your sentence also reads the whole text in one pass, which runs "
-               "other float32 kernels.")
+        f"The model gives {escape_markdown(true_next.token)} p = {fmt_prob(true_next.prob)} at T = 1, so the loss "
+        f"of this position is -log p = **{fmt(true_next.nll)}**, computed here in float64 (training's float32 "
+        "figure and Your sentence's are under this line). The temperature changes what a generator picks, never "
+        "the loss: training always uses T = 1.")
+    whole_text = continued(tokenizer, logits, text, true_next.token_id)
+    try:
+        scorer, whole = scored_with_cpu_fallback(scorer, lambda s: get_whole_text(s, s.cache_key, whole_text, add_bos))
+        row = row_in_whole_text(logits, true_next.token_id, whole)
+        if row is not None:
+            theirs = f"it shows -log p = {fmt(row.nll)} for this position."
+        elif whole.truncated_from:
+            theirs = (f"it reads only the first {len(whole.input_ids):,} tokens of that text, so none of its "
+                      "positions is this one.")
+        else:
+            theirs = ("its tokenizer writes this text and this token together as other tokens, so none of its "
+                      "positions is exactly this one.")
+    except (NothingToScore, NotEnoughMemory) as problem:
+        theirs = f"its figure is not computed here: {escape_markdown(str(problem))}"
+    # Measured for this text, not bounded: float32's rounding over V logits depends on V and on the logits.
+    st.caption(f"This page computes log p in float64 from the model's logits, kept in float32. Training computes "
+               f"it in float32, as the model's own loss does: the float32 log_softmax of the same "
+               f"{logits.vocab_size:,} logits gives -log p = {fmt(true_next.nll_float32)}, float32 − float64 = "
+               f"{fmt_gap(true_next.nll_float32 - true_next.nll)} for this token. Your sentence scores the whole "
+               "text in a forward pass of its own, whose kernels round differently again: " + theirs)
     st.page_link("app_pages/your_sentence.py", label="Score the whole text with Your sentence",
                  icon=":material/edit_note:", query_params={
-                     "text": continued(tokenizer, logits, text, true_next.token_id), "bos": "1" if add_bos else "0",
-                     "model": loaded.name})
+                     "text": whole_text, "bos": "1" if add_bos else "0", "model": loaded.name})
 
 st.subheader(f"2. The {DEFAULT_TOP_K} most likely next tokens at T = {temperature:g}")
 true_index = top_ids.index(true_next.token_id) if true_next is not None and true_next.token_id in top_ids else None
 show_chart(plots.next_token_bars([c.token for c in shown.top], [c.prob for c in shown.top], shown.rest_prob,
                                  shown.rest_count, greedy=0, true_next=true_index), key="next_token_bars")
-st.caption(f"{plots.GREEDY_MARK}: the token greedy decoding picks, the highest logit at every temperature. "
+st.caption(f"{term('Greedy decoding', 'greedy decoding')} picks the token marked {plots.GREEDY_MARK}, the highest "
+           "logit at every temperature. "
            + (f"{plots.TRUE_NEXT_MARK}: the token you chose under 1. " if true_index is not None else "")
            + f"The hatched bar adds up the other {shown.rest_count:,} tokens of the vocabulary.")
 
@@ -172,10 +198,22 @@ table = pd.DataFrame({
 st.dataframe(table, hide_index=True, height=300)
 first = shown.top[0]
 listed = sum(c.prob for c in shown.top)
+# Written with the decimals that give p back by hand (lmviz.lessons.next_token.hand_digits), not always the table's.
+digits = hand_digits(first, shown.log_normalizer)
+written = digits or MOST_HAND_DIGITS
+z_shown, sum_shown = fmt(first.scaled_logit, written), fmt(shown.log_normalizer, written)
+exponent = fmt(hand_exponent(first.scaled_logit, shown.log_normalizer, written), written)
+if digits == LOSS_DIGITS:
+    how = ""
+elif digits is not None:
+    how = (f" (written with {digits} decimals, the fewest from which this p comes back by hand; the table rounds "
+           f"to {LOSS_DIGITS})")
+else:
+    how = " (computed from the unrounded logits: these digits give a p that differs in its last place)"
 st.markdown(
-    f"Σ runs over all {logits.vocab_size:,} tokens: Σ e^(z/T) = e^{fmt(shown.log_normalizer)}. So for "
-    f"{escape_markdown(first.token)}: p = e^{fmt(first.scaled_logit)} / e^{fmt(shown.log_normalizer)} = "
-    f"e^({fmt(first.scaled_logit)} − {fmt(shown.log_normalizer)}) = **{fmt_prob(first.prob)}**. "
+    f"Σ runs over all {logits.vocab_size:,} tokens: Σ e^(z/T) = e^{sum_shown}. So for "
+    f"{escape_markdown(first.token)}: p = e^{z_shown} / e^{sum_shown} = e^({z_shown} − {sum_shown}) = "
+    f"e^{exponent} = **{fmt_prob(first.prob)}**{how}. "
     f"The {DEFAULT_TOP_K} listed tokens hold {fmt_prob(listed)} of the probability; everything else "
     f"{fmt_prob(shown.rest_prob)}; together {fmt_prob(listed + shown.rest_prob)}.")
 st.caption("lmviz computes log p with log_softmax (z/T minus log Σ e^(z/T)), never log(softmax), which rounds "
@@ -183,8 +221,9 @@ st.caption("lmviz computes log p with log_softmax (z/T minus log Σ e^(z/T)), ne
 
 st.subheader("4. Generate, one token at a time")
 st.markdown("Generating text is this page, repeated: score the text, choose a token, append it, score again. "
-            "Greedy always takes the top token; sampling draws one at random from the probabilities above, "
-            "so the temperature decides how adventurous it is. A seed makes the draw reproducible.")
+            f"Greedy always takes the top token; {term('sampling', 'sampling')} draws one at random from the "
+            f"probabilities above, so the temperature decides how adventurous it is. A {term('seed', 'seed')} "
+            "makes the draw reproducible.")
 greedy_col, seed_col, sample_col = st.columns([2, 1, 2])
 seed = seed_col.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="next_seed",
                              label_visibility="collapsed", help="The seed of the next draw (each draw adds 1).")

@@ -100,8 +100,10 @@ def highlight(table: pd.DataFrame) -> pd.DataFrame:
 
 
 st.dataframe(marked_table().style.apply(highlight, axis=None))
-st.caption(f"{TRUE_MARK} on green: the true label's probability, the only one the loss uses. "
-           f"{GREEDY_MARK} in blue: the model's favourite word, the one greedy decoding would pick. "
+# the marks, not the colours, say which cell is which: a colour-blind student reads the same caption
+st.caption(f"{TRUE_MARK} marks the true label's probability, the only one the loss uses. "
+           f"{GREEDY_MARK} marks the model's favourite word, the one {term('greedy decoding', 'greedy decoding')} "
+           "would pick. "
            f"{TRUE_MARK} {GREEDY_MARK}: the favourite is the true word.")
 for t, (label, greedy) in enumerate(zip(walk["labels"], walk["greedy"])):
     if label != greedy:

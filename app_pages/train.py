@@ -1,7 +1,7 @@
 import streamlit as st
 
 from lmviz.app.choosers import forget_trained_models, keep_trained_model
-from lmviz.app.chrome import term
+from lmviz.app.chrome import term, terms_linked
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -14,6 +14,7 @@ from lmviz.lessons.training import (
     OBJECTIVES,
     PART_UNITS,
     PRESETS,
+    UNIGRAM_ENTROPY,
     VALIDATION_ENTROPY,
     Trainer,
     compute_loss,
@@ -68,6 +69,28 @@ def show_headline(trainer: Trainer) -> None:
         columns[0].metric("Step", trainer.step)
         for column, (part, value) in zip(columns[1:], validation.items()):
             column.metric(f"Validation loss: {part}", fmt(value))
+
+
+def line_explanations(trainer: Trainer) -> dict[str, str]:
+    """What each reference line of the chart's legend is, by its name there (Trainer.reference_lines)."""
+    size = len(trainer.tokenizer)
+    said = {
+        f"uniform guess: ln V = ln {size}": f"the loss of a model that gives each of the V = {size} tokens the same "
+                                            f"probability, 1/{size}: about where an untrained model starts.",
+        "uniform guess: ln 2": "the loss of a model that gives both answers, B follows A or not, p = 1/2: about where "
+                               "the next-sentence curve starts.",
+        UNIGRAM_ENTROPY: "−Σ f ln f, where f is each token's share of the training text (the corpus) and the sum "
+                         "runs over its distinct tokens: the loss, on that text, of a model that knows how often "
+                         "each token occurs but ignores the tokens around it (unigram: one token at a time). A "
+                         "model that reads the context can go below it.",
+        VALIDATION_ENTROPY: "where the validation curve levels off for a model that has learnt the generator "
+                            "exactly. The training curve is measured on a different batch of stories at every "
+                            "step; some batches happen to be easier than the validation stories, so the training "
+                            "curve can dip below this line.",
+    }
+    shown = [label for lines in trainer.reference_lines.values() for label in lines]
+    # tests/course/test_questions_training.py checks that every line of the legend is explained
+    return {label: said[label] for label in shown if label in said}
 
 
 def draw(trainer: Trainer, chart, progress, target_step: int | None = None) -> None:
@@ -171,11 +194,8 @@ if trainer is not None and trainer.history:
     total = f" (sum {fmt(sum(validation.values()))}, the number training lowers)" if len(validation) > 1 else ""
     st.markdown(f"**{OBJECTIVES[trainer.objective]}**, model size {trainer.preset}, on {trainer.device}: "
                 f"{last.step} steps in {last.seconds:.0f} s. Validation loss: {parts}{total}.")
-    if VALIDATION_ENTROPY in trainer.reference_lines.get("next token", {}):
-        st.caption(f"The dotted line labelled “{VALIDATION_ENTROPY}” is where the validation curve levels off for a "
-                   "model that has learnt the generator exactly. The training curve is measured on a different "
-                   "batch of stories at every step; some batches happen to be easier than the validation "
-                   "stories, so the training curve can dip below the line.")
+    st.caption(terms_linked("The chart's reference lines, as its legend names them: " + " ".join(
+        f"“{label}” is {said}" for label, said in line_explanations(trainer).items())))
     if not start:
         show_guesses()
     keep_trained_model(trainer)

@@ -127,12 +127,17 @@ add_bos = st.checkbox(
          "and gets no loss. Which token is added is said under the tokens.",
 )
 st.query_params.update({"text": text, "bos": "1" if add_bos else "0"})
-predicting = st.checkbox("Predict first: hide each token's loss until I guess which costs the most",
-                         key="sentence_predict", help="For learning alone, or for asking the room before showing it.")
+predicting = st.checkbox(
+    "Predict first: hide each token's loss until I guess which costs the most", key="sentence_predict",
+    help="Hidden until you answer (or show the answer): the table of section 2, the chart and the coloured sentence of "
+         "section 3, and, while comparing with another version, each token's -log p in both versions and the "
+         "sentence saying where their difference comes from. The losses of the whole texts stay shown. For learning "
+         "alone, or for asking the room before showing it.")
 # a checkbox, like the start token's just above: the two settings of what is scored
 comparing = st.checkbox("Compare with another version", key="sentence_compare",
-                        help="A second text, scored by the same model: both losses, their difference, the tokens "
-                             "that make it, and the two texts' tokens side by side.")
+                        help="A second text, scored by the same model: both losses, their difference split into the "
+                             "tokens whose -log p changed and the different number of tokens scored, and the two "
+                             "texts' tokens side by side.")
 if comparing:
     st.session_state.setdefault("sentence_b", a_variant(text, SWAPS))
     st.text_area("Second version", max_chars=MAX_CHARS, key="sentence_b")
@@ -161,9 +166,10 @@ def show_headline(panel, loaded, result, reference) -> None:
                      help=f"This model's loss on a fixed paragraph of ordinary English: “{REFERENCE_TEXT}”{cut}")
 
 
-def show_comparison(scorer: CausalScorer, result) -> None:
-    """The second version against the first: both losses, their difference, the tokens that make it,
-    and the aligned table. A second text with nothing to score gets the main box's sentence."""
+def show_comparison(scorer: CausalScorer, result, hidden: bool) -> None:
+    """The second version against the first: both losses, their difference, where it comes from, and the
+    aligned table. A second text with nothing to score gets the main box's sentence. ``hidden``: Predict first
+    is waiting for its answer, which each token's -log p (of either version: they share tokens) would give away."""
     try:
         _, other = scored_with_cpu_fallback(scorer, lambda s: score(s, st.session_state["sentence_b"]))
     except NothingToScore as problem:
@@ -177,8 +183,14 @@ def show_comparison(scorer: CausalScorer, result) -> None:
     first.metric("Loss, first version", fmt(comparison.loss_a))
     second.metric("Loss, second version", fmt(comparison.loss_b))
     gap.metric("Difference: second − first", signed(comparison.difference))
+    table = pd.DataFrame(aligned_table(comparison.rows))
+    if hidden:
+        st.dataframe(table[["first version", "second version", "tokens"]], hide_index=True, height=300)
+        st.caption("Each token's -log p in both versions, and where the difference comes from, appear once you "
+                   "make your prediction in section 2.")
+        return
     st.markdown(escape_markdown(summary(comparison)))
-    st.dataframe(pd.DataFrame(aligned_table(comparison.rows)), hide_index=True, height=300)
+    st.dataframe(table, hide_index=True, height=300)
     st.caption(escape_markdown(how_the_shares_add_up(comparison) + " Tokens are matched by their ids; the same "
                                "token can cost more or less after a change, because what comes before it changed."))
 
@@ -193,9 +205,10 @@ except NotEnoughMemory as problem:
     st.stop()
 
 loaded = scorer.loaded
+hidden = predicting and not is_answered("sentence", "highest")  # the per-token losses wait for the prediction
 if comparing:
     with comparison_slot:
-        show_comparison(scorer, result)
+        show_comparison(scorer, result, hidden)
 show_headline(panel, loaded, result, score(scorer, REFERENCE_TEXT))
 st.caption(escape_markdown(
     f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}, weights {loaded.dtype}. "
@@ -210,12 +223,12 @@ st.markdown(" ".join(f":gray-background[{escape_markdown(t)}]" for t in result.t
 st.caption("␣ is a space that belongs to the token. "
            + escape_markdown(start_marker_sentence(loaded.tokenizer, result)))
 
-hidden = predicting and not is_answered("sentence", "highest")  # sections 2 and 3 wait for the prediction
 questions = build_questions(result, losses_shown=not hidden)
 if hidden:
     st.subheader("2. Predict first")
-    st.markdown("Each token's loss is hidden until you say which one you expect to cost the most (or show the "
-                "answer). The tokens are above; think of which next token the model could least expect.")
+    st.markdown(f"Each token's loss is hidden{', in the comparison too,' if comparing else ''} until you say which "
+                "one you expect to cost the most (or show the answer). The tokens are above; think of which next "
+                "token the model could least expect.")
     check_yourself("sentence", [q for q in questions if q.key == "highest"], heading="Your prediction")
     if is_answered("sentence", "highest"):
         st.rerun()  # answered in this run: show the losses now
@@ -267,18 +280,20 @@ else:
 
 
 st.subheader("4. The mean, checked three ways")
+where = "that section 2's table shows once you make your prediction" if hidden else "of the table of section 2"
 st.markdown(f"The loss at the top of the page, **{fmt(result.loss)}**, is the mean of the {len(result.rows)} "
-            "-log p values of the table. The model's own loss function and PyTorch's "
+            f"-log p values {where}. The model's own loss function and PyTorch's "
             f"{term('cross-entropy', 'cross-entropy')} give the same:")
 st.dataframe(pd.DataFrame({
-    "computed by": ["log-softmax → gather at the label → -log p → mean (the table above)",
+    "computed by": ["log-softmax → gather at the label → -log p → mean (section 2's table)",
                     "the model's own loss function (out.loss with labels = input_ids)",
                     "torch.nn.CrossEntropyLoss on shifted logits"],
     "loss": [fmt(v, CHECK_DIGITS) for v in (result.loss, result.loss_model, result.loss_cross_entropy)],
 }), hide_index=True)
 if math.isfinite(result.max_difference):
     st.caption(f"Largest difference between them: {fmt_gap(result.max_difference)} (float32 rounding). "
-               "Hugging Face shifts the labels inside the model, exactly as the table above shows. "
+               "Hugging Face shifts the labels inside the model, exactly as section 2's table "
+               f"{'will show' if hidden else 'shows'}. "
                f"The article takes {term('softmax', 'softmax')}, then log; lmviz takes "
                f"{term('log_softmax', 'log-probability')} directly, because a tiny "
                "probability rounds to 0 in float32 and log 0 = −∞.")

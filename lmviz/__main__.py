@@ -9,8 +9,8 @@
 
 ``next``: the model's distribution for the token after PREFIX (top K, everything else, greedy;
 a seeded sample with --seed; the loss of one true next word with --true-next).
-``sft``: the conversation written by the model's chat template, the answer-only labels, and the
-answer-only loss beside the all-token loss.
+``sft``: the conversation written by the model's chat template, lmviz's answer-only labels, and the
+loss with those labels, with TRL's completion-only labels and with every token counted.
 ``prepare``: before class, while online, download the models the pages offer (and MODEL ...), check
 that each loads offline, and print where each is and its size; ``--list`` prints what loads offline now.
 Bad input prints one sentence on stderr and exits with code 2.
@@ -38,6 +38,7 @@ from lmviz.lessons.next_token import (
     sample_token,
 )
 from lmviz.models.loading import DEFAULT_MODEL, DTYPES, TINY_BERT, load_bert, load_causal_lm
+from lmviz.models.settings import default_dtype
 from lmviz.serving.scoring import score_text
 
 
@@ -168,26 +169,38 @@ def _sft_data(result) -> dict:
             "loss_answer_model": result.loss_answer_model, "loss_all_model": result.loss_all_model,
             "sum_logp_answer": result.sum_logp_answer, "answer_positions": chat.answer_positions,
             "end_of_turn_positions": chat.end_of_turn_positions, "default_system": chat.default_system,
-            "markers_typed": chat.markers_typed}
+            "markers_typed": chat.markers_typed, "completion_labels": chat.completion_labels,
+            "loss_completion": result.loss_completion, "loss_completion_model": result.loss_completion_model,
+            "counted_completion": result.counted_completion, "sum_logp_completion": result.sum_logp_completion}
 
 
 def _sft_table(result) -> str:
     chat = result.chat
-    lines = [f"model: {result.model}   tokens: {len(chat.input_ids)}   "
-             f"counted: {result.counted_answer} of {result.counted_all} positions",
+    # T tokens make T - 1 predictions (the first token is never predicted): the counts below are of predictions
+    lines = [f"model: {result.model}   tokens: {len(chat.input_ids)}   predictions: {result.counted_all}   "
+             f"counted (answer only): {result.counted_answer}",
              f"{'pos':>4}  {'input':<14} {'target':<14} {'role':<9} {'label':>7}  {'p(target)':>10}  {'-log p':>9}"]
     for r in result.rows:
         lines.append(f"{r.position:>4}  {r.input_token[:14]:<14} {r.target_token[:14]:<14} {r.target_role:<9} "
                      f"{r.label:>7}  {fmt_prob(r.prob):>10}  {fmt(r.nll):>9}" + ("  counted" if r.counted else ""))
     if chat.markers_typed:
         lines.append("typed as plain text, not as the template's markers: " + " ".join(chat.markers_typed))
-    lines += [
-        f"loss over the answer only ({result.counted_answer} tokens)   {fmt(result.loss_answer)}",
-        f"  model's own loss, these labels           {fmt(result.loss_answer_model, CHECK_DIGITS)}",
-        f"loss over every token ({result.counted_all} tokens)       {fmt(result.loss_all)}",
-        f"  model's own loss, labels = input_ids     {fmt(result.loss_all_model, CHECK_DIGITS)}",
-    ]
-    return "\n".join(lines)
+    losses = [(f"answer-only loss (lmviz: the answer and its end of turn, {result.counted_answer} labels)",
+               fmt(result.loss_answer)),
+              ("  model's own loss, these labels", fmt(result.loss_answer_model, CHECK_DIGITS))]
+    if result.loss_completion is not None:
+        losses += [(f"completion-only loss (TRL: all after the generation prompt, {result.counted_completion} "
+                    "labels)", fmt(result.loss_completion)),
+                   ("  model's own loss, these labels", fmt(result.loss_completion_model, CHECK_DIGITS))]
+    losses += [(f"loss over every prediction (labels = input_ids, all {result.counted_all})", fmt(result.loss_all)),
+               ("  model's own loss, labels = input_ids", fmt(result.loss_all_model, CHECK_DIGITS))]
+    width = max(len(name) for name, _ in losses) + 3
+    return "\n".join(lines + [f"{name:<{width}}{value}" for name, value in losses])
+
+
+# what load_causal_lm uses when --dtype is not given: lmviz.models.settings.default_dtype(), read when the parser
+# is built, so that the help says what this run would use
+_DTYPE_HELP = "default: float32, or bfloat16 when $LMVIZ_LOW_MEMORY is set (here: {})"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -199,8 +212,7 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"hub id or local folder (default: the bundled {DEFAULT_MODEL})")
     clm.add_argument("--bos", action="store_true", help="prepend the start-of-text token so the first word is scored")
     clm.add_argument("--top-k", type=_positive_int, default=5, help="how many guesses to keep per position")
-    clm.add_argument("--dtype", default=None, choices=list(DTYPES),
-                     help="default float32 ($LMVIZ_LOW_MEMORY: bfloat16)")
+    clm.add_argument("--dtype", default=None, choices=list(DTYPES), help=_DTYPE_HELP.format(default_dtype()))
     mlm = commands.add_parser("mlm", help="BERT-style masking of a text and the masked-LM loss")
     mlm.add_argument("text")
     mlm.add_argument("--seed", type=int, default=0)
@@ -220,7 +232,8 @@ def _parser() -> argparse.ArgumentParser:
     nxt.add_argument("--top-k", type=_positive_int, default=DEFAULT_TOP_K, help="how many tokens to list")
     nxt.add_argument("--seed", type=int, default=None, help="also draw one token, reproducibly, with this seed")
     nxt.add_argument("--true-next", default=None, metavar="WORD", help="the loss if the text continued with WORD")
-    sft = commands.add_parser("sft", help="a chat template's conversation and its answer-only fine-tuning loss")
+    sft = commands.add_parser("sft", help="a chat template's conversation and its fine-tuning loss, with lmviz's "
+                              "answer-only labels, TRL's completion-only labels and every token counted")
     sft.add_argument("user")
     sft.add_argument("answer")
     sft.add_argument("--system", default=None, help="a system message (default: none, or the template's own)")
@@ -228,7 +241,8 @@ def _parser() -> argparse.ArgumentParser:
         if command is not clm:
             command.add_argument("--model", default=DEFAULT_MODEL,
                                  help=f"hub id or local folder (default: the bundled {DEFAULT_MODEL})")
-            command.add_argument("--dtype", default=None, choices=list(DTYPES), help="default float32")
+            command.add_argument("--dtype", default=None, choices=list(DTYPES),
+                                 help=_DTYPE_HELP.format(default_dtype()))
     for command in (clm, mlm, nsp, nxt, sft):
         command.add_argument("--json", action="store_true", help="print JSON instead of a table")
         command.add_argument("--device", default="auto", help="auto (GPU when present), cpu, cuda, mps")

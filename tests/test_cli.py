@@ -120,15 +120,52 @@ def test_sft_json_has_the_promised_fields_and_matches_the_library(bundled, capsy
     assert data["loss_answer"] == pytest.approx(expected.loss_answer, abs=1e-6)
     assert data["loss_answer"] == pytest.approx(sum(r["nll"] for r in data["rows"]) / 3, abs=1e-6)
     assert data["loss_all"] == pytest.approx(expected.loss_all, abs=1e-6)
+    # TRL's completion-only labels: the answer, <|im_end|> and the newline after it
+    assert bundled.tokenizer.decode([i for i in data["completion_labels"] if i != -100]) == "Paris.<|im_end|>\n"
+    assert data["counted_completion"] == 4 and data["loss_completion"] == expected.loss_completion
+    assert data["loss_completion_model"] == pytest.approx(data["loss_completion"], abs=1e-5)
+    assert data["sum_logp_completion"] == expected.sum_logp_completion
 
 
-def test_sft_table_marks_the_counted_positions_and_both_losses(bundled, capsys):
+def test_sft_table_marks_the_counted_positions_and_three_losses(bundled, capsys):
     assert main(["sft", QUESTION, ANSWER, "--system", "Answer in one word."]) == 0
     out = capsys.readouterr().out
     expected = analyse_sft(bundled, QUESTION, ANSWER, system="Answer in one word.")
     assert sum(1 for line in out.splitlines() if line.endswith("  counted")) == 3
-    assert f"loss over the answer only (3 tokens)   {expected.loss_answer:.5f}" in out
-    assert f"loss over every token ({expected.counted_all} tokens)" in out and f"{expected.loss_all:.5f}" in out
+    lines = {line.rsplit(None, 1)[0]: line.rsplit(None, 1)[1] for line in out.splitlines()[-6:]}
+    assert lines["answer-only loss (lmviz: the answer and its end of turn, 3 labels)"] == fmt(expected.loss_answer)
+    assert lines["completion-only loss (TRL: all after the generation prompt, 4 labels)"] == \
+        fmt(expected.loss_completion)
+    every = f"loss over every prediction (labels = input_ids, all {expected.counted_all})"
+    assert lines[every] == fmt(expected.loss_all)
+
+
+def test_sft_counts_predictions_not_tokens(bundled, capsys):
+    """T tokens make T - 1 predictions: the old table printed "tokens: 46" over "every token (45 tokens)", and
+    called the answer and its <|im_end|> "the answer only (8 tokens)"."""
+    assert main(["sft", "What is the capital of France?", "The capital of France is Paris."]) == 0
+    out = capsys.readouterr().out
+    expected = analyse_sft(bundled, "What is the capital of France?", "The capital of France is Paris.")
+    tokens = len(expected.chat.input_ids)
+    assert out.splitlines()[0].endswith(f"tokens: {tokens}   predictions: {tokens - 1}   counted (answer only): 8")
+    assert expected.counted_all == tokens - 1 == 45
+    assert "tokens)" not in out and "answer only (" not in out
+    assert "the answer and its end of turn, 8 labels" in out and "all after the generation prompt, 9 labels" in out
+
+
+def test_the_dtype_help_states_the_real_default(monkeypatch, capsys):
+    from lmviz.__main__ import _parser
+    from lmviz.models.settings import default_dtype
+
+    for low_memory, default in (("", "float32"), ("1", "bfloat16")):
+        monkeypatch.setenv("LMVIZ_LOW_MEMORY", low_memory)
+        assert default_dtype() == default  # what load_causal_lm uses when --dtype is not given
+        for command in ("clm", "next", "sft"):
+            with pytest.raises(SystemExit):
+                _parser().parse_args([command, "--help"])
+            helped = " ".join(capsys.readouterr().out.split())
+            assert "default: float32, or bfloat16 when $LMVIZ_LOW_MEMORY is set" in helped
+            assert f"(here: {default})" in helped and "default float32" not in helped
 
 
 @pytest.mark.parametrize("args, message", [

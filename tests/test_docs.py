@@ -67,6 +67,7 @@ def test_every_lesson_has_a_docs_page_of_the_same_shape():
     for lesson in PATH:
         text = (DOCS / "lessons" / f"{lesson.stem}.md").read_text()
         assert text.splitlines()[0] == f"# {lesson.heading}", lesson.stem
+        assert lesson.learn in flat(text), f"{lesson.stem}: the lesson's line is not its opening"
         assert re.findall(r"^## (.+)$", text, re.M) == LESSON_HEADINGS, lesson.stem
         functions = re.findall(r"^::: (lmviz\.[\w.]+)$", text, re.M)
         assert functions, f"{lesson.stem}: no function under 'The function that computes it'"

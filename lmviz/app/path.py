@@ -61,7 +61,7 @@ def check_yourself(step_name: str, questions: list[quiz.Question], heading: str 
     lesson = registry.find(step_name)
     st.subheader(heading)
     st.caption("Questions made from the numbers on this page as it is now: change the input and they change. "
-               "Numbers are right within 0.01, or 1 % of a larger answer; counts, exactly.")
+               + quiz.tolerance_rule(questions))
     for question in questions:
         _ask(lesson.key(question.key), question)
 

@@ -1,10 +1,16 @@
 """Two versions of a text side by side: which tokens they share, what each token costs in each, and
-which tokens make the difference between their losses. Pure Python on the analyses' records (no model).
+where the difference between their losses comes from. Pure Python on the analyses' records (no model).
 
 Each version's loss is its own analysis's: the mean of -log p over *its own* scored positions, and the
-two counts may differ (a word cut into more tokens, a token only one version has). So the difference of
-the two losses is split exactly into one share per row: -log p(B) / n_B - -log p(A) / n_A, a token
-that is not scored counting 0. The shares add up to loss B - loss A; the largest make the difference.
+two counts n_A and n_B may differ (a word cut into more tokens, a token only one version has). The
+difference of the losses, S_B / n_B - S_A / n_A with S the sum of -log p, is split exactly in two:
+
+- the tokens' part, (S_B - S_A) / n_B: one part per row, its change of -log p divided by n_B (a token that
+  a version lacks or does not score counts 0), so a row whose -log p did not change has none;
+- the count's part, S_A / n_B - S_A / n_A: the first version's own sum, divided by the other count.
+
+With equal counts the count's part is 0. Splitting by the share nll_B / n_B - nll_A / n_A instead would give
+a token whose -log p did not change a share of the difference, which is only the change of divisor.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from itertools import zip_longest
 from lmviz.core.numbers import LOSS_DIGITS, fmt
 
 SAME, CHANGED, ONLY_A, ONLY_B = "same", "changed", "only in the first", "only in the second"
+SHARE_COLUMN = "share: change / second's count"  # the aligned table's column of the rows' shares
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ class AlignedRow:
     token_b: str | None
     nll_b: float | None
     difference: float | None  # nll_b - nll_a, where both are scored
-    share: float  # this row's part of loss B - loss A: nll_b / n_b - nll_a / n_a (not scored: 0)
+    share: float  # this row's part of the tokens' part: (nll_b - nll_a) / n_b, a token not scored counting 0
     marker: str  # SAME, CHANGED, ONLY_A or ONLY_B
 
     @property
@@ -58,8 +65,12 @@ class Comparison:
     loss_b: float  # B's loss, over B's scored_b positions
     scored_a: int
     scored_b: int
-    difference: float  # loss_b - loss_a: the sum of the rows' shares
+    difference: float  # loss_b - loss_a = from_tokens + from_count
+    total_a: float  # S_A: the sum of A's -log p, which the count's part divides by n_b instead of n_a
+    from_tokens: float  # (S_B - S_A) / n_b: the sum of the rows' shares
+    from_count: float  # S_A / n_b - S_A / n_a: 0 when both versions score as many tokens
     decisive: list[AlignedRow]  # the rows with the largest |share|, largest first
+    most_changed: AlignedRow | None  # of the rows both versions score, the one whose -log p changed most
 
 
 def align(keys_a: list, keys_b: list) -> list[tuple[int | None, int | None, str]]:
@@ -74,23 +85,26 @@ def align(keys_a: list, keys_b: list) -> list[tuple[int | None, int | None, str]
 
 
 def compare(a: Version, b: Version, top: int = 3) -> Comparison:
-    """The two versions aligned token by token, each row's -log p in A and B, and its share of the difference."""
+    """The two versions aligned token by token, each row's -log p in A and B, and the difference of the losses
+    split into the rows' shares (their changes of -log p) and the part of the different counts."""
     n_a, n_b = (sum(v is not None for v in version.nll) for version in (a, b))
+    if not (n_a and n_b):
+        raise ValueError("each version needs at least one scored token: a mean over none is no loss")
+    total_a = sum(v for v in a.nll if v is not None)
 
-    def cell(version, index, scored):  # (token, nll, nll / n) of one side of a row
-        if index is None:
-            return None, None, 0.0
-        nll = version.nll[index]
-        return version.tokens[index], nll, 0.0 if nll is None else nll / scored
+    def cell(version, index):  # (token, nll) of one side of a row
+        return (None, None) if index is None else (version.tokens[index], version.nll[index])
 
     rows = []
     for i, j, marker in align(a.keys, b.keys):
-        (token_a, nll_a, part_a), (token_b, nll_b, part_b) = cell(a, i, n_a), cell(b, j, n_b)
+        (token_a, nll_a), (token_b, nll_b) = cell(a, i), cell(b, j)
+        change = (nll_b or 0.0) - (nll_a or 0.0)  # a token a version lacks, or does not score, counts 0
         both = None not in (nll_a, nll_b)
-        rows.append(AlignedRow(i, token_a, nll_a, j, token_b, nll_b, nll_b - nll_a if both else None,
-                               part_b - part_a, marker))
+        rows.append(AlignedRow(i, token_a, nll_a, j, token_b, nll_b, change if both else None, change / n_b, marker))
     decisive = sorted((r for r in rows if not shows_as_zero(r.share)), key=lambda r: -abs(r.share))[:top]
-    return Comparison(rows, a.loss, b.loss, n_a, n_b, b.loss - a.loss, decisive)
+    most_changed = max((r for r in rows if r.difference is not None), key=lambda r: abs(r.difference), default=None)
+    return Comparison(rows, a.loss, b.loss, n_a, n_b, b.loss - a.loss, total_a, sum(r.share for r in rows),
+                      total_a / n_b - total_a / n_a, decisive, most_changed)
 
 
 def clm_version(result) -> Version:
@@ -156,21 +170,58 @@ def aligned_table(rows: list[AlignedRow]) -> dict[str, list]:
         "-log p (second)": [nll(r.token_b, r.nll_b) for r in rows],
         "tokens": [r.marker for r in rows],
         "second − first": ["" if r.difference is None else signed(r.difference) for r in rows],
-        "share of the difference": [signed(r.share) for r in rows],
+        SHARE_COLUMN: [signed(r.share) for r in rows],
     }
 
 
 def summary(comparison: Comparison) -> str:
-    """One sentence: the tokens that make the difference, with their shares (plain text: escape it)."""
-    if not comparison.decisive:
+    """Where the difference comes from, in words and numbers: the tokens whose -log p changed (the largest
+    shares), the different counts, and the row whose -log p changed most (plain text: escape it)."""
+    c = comparison
+    if not c.decisive and c.scored_a == c.scored_b:
         return "No token's -log p differs between the two versions: their losses are the same."
-    parts = [f"“{row.words}” ({signed(row.share)})" for row in comparison.decisive]
-    return f"The tokens that make most of the difference of {signed(comparison.difference)}: {', '.join(parts)}."
+    largest = (f"; the largest shares: {', '.join(f'“{r.words}” ({signed(r.share)})' for r in c.decisive)}"
+               if c.decisive else "; none did")
+    if c.scored_a == c.scored_b:
+        said = (f"Both versions score {c.scored_a} tokens, so the whole difference of {signed(c.difference)} comes "
+                f"from tokens whose -log p changed, each change divided by {c.scored_b}{largest}.")
+    else:
+        said = (f"The difference of {signed(c.difference)} has two parts. Tokens whose -log p changed: "
+                f"{signed(c.from_tokens)}, each change divided by {c.scored_b}, the second version's count{largest}. "
+                f"Scoring {c.scored_b} tokens instead of {c.scored_a}: {signed(c.from_count)}, the first version's "
+                f"total -log p, {fmt(c.total_a)}, divided by {c.scored_b} instead of {c.scored_a}.")
+    if not adds_up_as_shown(c):
+        said += " Each figure is rounded, so adding them up can miss the difference in the last digit."
+    row = c.most_changed
+    if row is None:
+        return said
+    if shows_as_zero(row.difference):
+        return said + " No row that both versions score changed its -log p."
+    # a row whose token changed ("Paris → Berlin") is one row: its -log p went from one token's to the other's
+    return (said + f" Of the rows that both versions score, “{row.words}” changed most: -log p {fmt(row.nll_a)} → "
+                   f"{fmt(row.nll_b)} ({signed(row.difference)}).")
+
+
+def adds_up_as_shown(comparison: Comparison) -> bool:
+    """Whether the figures a learner adds up, each rounded as shown (the two parts, or the table's shares and
+    the count's part), give the difference as shown. The difference is the two losses' own, the parts are
+    summed from each token's -log p: rounded, they can differ in the last digit."""
+    c = comparison
+    count = round(c.from_count, LOSS_DIGITS)
+    sums = (round(c.from_tokens, LOSS_DIGITS) + count, sum(round(r.share, LOSS_DIGITS) for r in c.rows) + count)
+    return all(signed(total) == signed(c.difference) for total in sums)
 
 
 def how_the_shares_add_up(comparison: Comparison) -> str:
     """What "the loss" of each version is, and what a row's share is, with this comparison's counts."""
-    return (f"Each loss is the mean of -log p over its own version's scored tokens: {comparison.scored_a} in "
-            f"the first, {comparison.scored_b} in the second. A row's share of the difference is its -log p in "
-            f"the second version / {comparison.scored_b} minus its -log p in the first / {comparison.scored_a} "
-            "(a token not scored counts 0), so the shares add up to the difference.")
+    c = comparison
+    if c.scored_a == c.scored_b:
+        counts, rest = f"{c.scored_a} in each", "the shares add up to the difference."
+    else:
+        counts = f"{c.scored_a} in the first, {c.scored_b} in the second"
+        rest = ("a token whose -log p did not change has none. The shares add up to the tokens' part of the "
+                f"difference; the rest is the count's part: the first version's total -log p divided by {c.scored_b} "
+                f"minus the same total divided by {c.scored_a}.")
+    return (f"Each loss is the mean of -log p over its own version's scored tokens: {counts}. A row's share is its "
+            f"change of -log p, second − first, divided by {c.scored_b} (a token a version lacks or does not score "
+            "counts 0); " + rest)

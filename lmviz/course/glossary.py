@@ -14,8 +14,10 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
               "punctuation mark. The tokenizer cuts text into tokens and gives each one an id, its index in the "
               "model's vocabulary of V tokens."),
     "label": (("label", "labels"),
-              "The token the model should have predicted at a position. For a causal LM the labels are the inputs "
-              "shifted one place to the left: the label at position t is the token at position t + 1."),
+              "The token the model should have predicted at a position. The pages' tables show a position's label "
+              "shifted: for a causal LM the label at position t is the input token at position t + 1. Hugging "
+              "Face's labels argument is not shifted: a causal LM is given labels = input_ids, the same length, and "
+              "shifts them by one place inside its loss (so the first token is never a label)."),
     "logit": (("logit", "logits"),
               "The raw score a model gives each token of its vocabulary before softmax: any real number, higher "
               "meaning more likely. Only differences between logits matter."),
@@ -28,7 +30,10 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                     "Training always uses T = 1."),
     "log-probability": (("log-probability", "log p", "log_softmax"),
                         "log p, the natural logarithm of a probability: 0 for p = 1, negative below. log_softmax "
-                        "computes it from the logits directly, which stays exact where p is too small for float32."),
+                        "computes it from the logits directly, z minus log Σ e^z, so it stays finite where p is too "
+                        "small for float32 to hold (log of a p rounded to 0 would be −∞). It is still arithmetic in "
+                        "the float type it runs in: in float32 it is accurate to float32's rounding, not exact (the "
+                        "Next token page measures the difference from float64 for its text)."),
     "cross-entropy": (("cross-entropy",),
                       "The training loss of a classifier: -log p(the true answer), averaged over the predictions. "
                       "A language model is a classifier over its vocabulary at every position."),
@@ -40,8 +45,12 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                    "A uniform guess over V tokens has perplexity V and loss ln V."),
     "BOS / EOS": (("BOS", "EOS", "start-of-text token", "end-of-text token"),
                   "Beginning- and end-of-sequence tokens: special tokens that mark where a text starts and ends. "
-                  "Which token plays which role is a property of each tokenizer (its bos_token and eos_token); "
-                  "the pages read them from the tokenizer in use."),
+                  "Which token plays which role is a property of each tokenizer (its bos_token and eos_token). "
+                  "Where a vocabulary has a document separator, <|endoftext|> (GPT-2's, SmolLM2's), the pages start "
+                  "and end a text with it, as the text these models are pre-trained on is written; only without one "
+                  "they use the tokenizer's bos_token, then its eos_token. A chat tokenizer's bos_token and "
+                  "eos_token can be chat-turn markers instead (SmolLM2-Instruct's are <|im_start|> and <|im_end|>): "
+                  "the pages say, from the tokenizer in use, which token they add and what it is."),
     "padding": (("padding", "pad", "pads", "padded"),
                 "Filler tokens that make the sentences of a batch the same length. The attention mask marks them "
                 "(0 = pad) so that no real token attends to them, and their labels are -100 so they never count."),
@@ -54,6 +63,93 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
     "[CLS] / [SEP] / [MASK]": (("[CLS]", "[SEP]", "[MASK]"),
                                "BERT's special tokens: [CLS] starts every input (the next-sentence head reads its "
                                "output), [SEP] ends each sentence, and [MASK] hides a token the model must recover."),
+    "greedy decoding": (("greedy decoding", "greedy"),
+                        "Generating text by always appending the token with the highest logit (the arg-max). It "
+                        "writes the same text every time, and the temperature never changes its choice: dividing "
+                        "every logit by T keeps their order."),
+    "sampling": (("sampling", "sampled"),
+                 "Generating text by drawing the next token at random with the model's probabilities at "
+                 "temperature T: a token of p = 0.2 is drawn about one time in five. Likely tokens come most often, "
+                 "unlikely ones sometimes, so two runs write different texts unless they use the same seed."),
+    "seed": (("seed", "seeds"),
+             "The number a random number generator starts from. The same seed gives the same draws (the same "
+             "sampled token, the same mask), so a result can be reproduced; another seed gives other draws."),
+    "chat template": (("chat template", "chat templates"),
+                      "A chat tokenizer's recipe for writing a conversation (system, user and assistant turns) out "
+                      "as one text, with the marker tokens its model was fine-tuned with around every turn. It is "
+                      "a Jinja template stored with the tokenizer (tokenizer.chat_template), and "
+                      "tokenizer.apply_chat_template runs it."),
+    "end-of-turn token": (("end-of-turn token", "end-of-turn tokens", "end-of-turn"),
+                          "The special token a chat template writes at the end of a turn (<|im_end|> in the ChatML "
+                          "template SmolLM2 uses). A chat model learns to write it after its answer: it is how the "
+                          "program running the model knows that the answer is finished, and generation stops there."),
+    "SFT": (("SFT", "supervised fine-tuning"),
+            "Supervised fine-tuning: training a pre-trained model further on example texts, for a chat model on "
+            "conversations written out by its chat template, with the same loss as pre-training: the mean -log p "
+            "over the labels that count. Which labels count is a choice. TRL's SFTTrainer counts every token of a "
+            "conversation by default; with assistant_only_loss=True, or on a prompt–completion dataset, only the "
+            "answer's, with -100 on every other label."),
+    "DPO": (("DPO", "direct preference optimisation", "direct preference optimization"),
+            "Direct preference optimisation (Rafailov et al., 2023): training on pairs of answers to one prompt, a "
+            "chosen and a rejected one. The loss of a pair is −log σ(β · ((log π(chosen) − log π_ref(chosen)) − "
+            "(log π(rejected) − log π_ref(rejected)))), where log π of an answer is the sum of its tokens' log p "
+            "under the policy being trained, log π_ref the same under the frozen reference model, σ the sigmoid and "
+            "β a setting. It falls from ln 2 toward 0 as training raises the chosen answer's log π, measured from the "
+            "reference, further above the rejected one's."),
+    "policy": (("policy", "π"),
+               "In preference training (DPO), the model being trained, written π. π(answer | prompt) is the "
+               "probability it gives a whole answer, the product of its tokens' p, so log π(answer) is the sum of "
+               "their log p. The word comes from reinforcement learning, where a policy chooses actions."),
+    "reference model": (("reference model", "π_ref", "π₀"),
+                        "In preference training (DPO), a frozen copy of the model as it was before this training "
+                        "(usually the fine-tuned SFT model), written π_ref (or π₀). DPO's loss reads how far "
+                        "training has moved the policy from it, through the differences log π − log π_ref. Before "
+                        "any training the policy is the reference: every difference is 0 and the loss is "
+                        "−log σ(0) = ln 2."),
+    "sigmoid": (("sigmoid", "σ"),
+                "σ(x) = 1 / (1 + e^−x): turns any real number into a probability between 0 and 1, with σ(0) = 1/2 "
+                "and σ(−x) = 1 − σ(x). For two classes with logits a and b, softmax([a, b]) gives class b the "
+                "probability σ(b − a): a two-way classifier needs only one score, the difference."),
+    "β (beta)": (("β",),
+                 "DPO's setting for how far the policy may move from the reference model (TRL's DPOConfig beta, 0.1 "
+                 "by default): it multiplies the difference of log-ratios before the sigmoid. With a larger β the "
+                 "loss levels off after a smaller move, so training keeps the policy closer to the reference."),
+    "binary cross-entropy": (("binary cross-entropy",),
+                             "The cross-entropy of a yes-or-no prediction made from one score s: p = σ(s) is the "
+                             "probability of one class, and the loss is −log p if the label is that class, "
+                             "−log (1 − p) if not (PyTorch's binary_cross_entropy_with_logits). With s = b − a it "
+                             "equals the two-way cross-entropy of the logits [a, b]."),
+    "MLM weight / NSP weight": (("MLM weight", "NSP weight", "MLM and NSP weights"),
+                                "The numbers the BERT loss page multiplies its two parts by before adding them: "
+                                "total = MLM weight × the masked-LM (masked language modelling) loss + NSP weight × "
+                                "the NSP (next-sentence prediction) loss. BERT was trained, and Hugging Face's "
+                                "BertForPreTraining computes its loss, with both weights 1; other weights are "
+                                "lmviz's, to show how much each part moves the total."),
+    "unigram entropy": (("unigram entropy",),
+                        "−Σ f ln f over the distinct tokens of a text, where f is each token's share of its tokens "
+                        "(unigram: one token at a time). It is the loss, on that text, of the best model that knows "
+                        "only how often each token occurs and ignores the tokens around it; a model that reads the "
+                        "context can go below it."),
+}
+
+
+# lesson url_path (lmviz.course.registry) -> the terms its page uses, each linked where the page first uses it.
+# Declared by hand, beside the entries: a page that starts using a word adds it here, and
+# tests/course/test_glossary.py fails on a declared term without an entry, on a declared term the page does not
+# link, and on a term of the glossary the page uses without declaring it.
+LESSON_TERMS: dict[str, tuple[str, ...]] = {
+    "toy": ("label", "greedy decoding", "perplexity"),
+    "sentence": ("token", "label", "log-probability", "cross-entropy", "softmax"),
+    "next-token": ("token", "logit", "softmax", "temperature", "log-probability", "greedy decoding", "sampling",
+                   "seed"),
+    "chat-loss": ("token", "label", "-100 / ignore_index", "log-probability", "chat template", "end-of-turn token",
+                  "SFT", "DPO", "policy", "reference model", "sigmoid", "β (beta)", "nats"),
+    "batches": ("token", "label", "padding", "-100 / ignore_index", "chat template"),
+    "masked-lm": ("token", "label", "-100 / ignore_index", "WordPiece ##", "[CLS] / [SEP] / [MASK]", "seed"),
+    "nsp": ("token", "logit", "softmax", "label", "cross-entropy", "[CLS] / [SEP] / [MASK]", "sigmoid",
+            "binary cross-entropy"),
+    "bert-loss": ("label", "[CLS] / [SEP] / [MASK]", "MLM weight / NSP weight"),
+    "train": ("token", "nats", "perplexity", "unigram entropy"),
 }
 
 
@@ -73,8 +169,10 @@ def link(word: str, term: str, query: str = "") -> str:
 
 def uses(word: str) -> str:
     """A regular expression for ``word`` as a whole word ("label", not in "labelled"), any case if written in
-    lower case."""
-    return rf"(?{'i' if word.islower() else ''}:(?<![\w\\-]){re.escape(word)}(?![\w-]))"
+    lower case. Only Latin letters: a lower-case Greek symbol is matched as written, since σ (sigmoid) in any case
+    would be Σ (a sum)."""
+    any_case = word.islower() and word.isascii()
+    return rf"(?{'i' if any_case else ''}:(?<![\w\\-]){re.escape(word)}(?![\w-]))"
 
 
 def link_first_uses(text: str, query: str = "") -> str:

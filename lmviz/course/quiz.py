@@ -9,19 +9,45 @@ escapes it when it shows it, because a question can quote a token the learner ty
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from lmviz.core.numbers import fmt
 from lmviz.errors import LearnerError
 
-# A number typed by hand is right when it is within 0.01, or within 1 % of a larger answer:
-# 0.69 for -log 0.5 = 0.69315 is right, 0.68 is not; 100 for a perplexity of 100.9 is right.
+# One rule for every typed answer, and the caption above each page's questions (tolerance_rule) is written from
+# it. A number is right within 0.01 of the answer, or within 1 % of it where that is wider (an answer above 1):
+# 0.69 for -log 0.5 = 0.69315 is right, 0.68 is not; 100 for a perplexity of 100.9 is right. Only a count is
+# checked exactly: a question that asks "how many" of something and has a whole number for its answer
+# (COUNT_DIGITS). Question refuses any other exact question, so that no number can be held to a stricter rule
+# than the caption says (a perplexity of e^(ln 193) = 193 is a number, not a count).
 ABSOLUTE_TOLERANCE = 0.01
 RELATIVE_TOLERANCE = 0.01
+COUNT_DIGITS = 0
+COUNT_WORDS = "how many"
 
 
 def tolerance_for(answer: float) -> float:
     return max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * abs(answer))
+
+
+def _written(share: float) -> str:
+    return f"{share * 100:g} %"
+
+
+def tolerance_rule(questions) -> str:
+    """The caption above a page's questions: how its typed answers are checked, from the constants above,
+    naming only the kinds of typed question the page asks (a number, a count)."""
+    typed = [q for q in questions if not q.choices]
+    parts = []
+    if any(not q.is_count for q in typed):
+        parts.append(f"a typed number is right within {ABSOLUTE_TOLERANCE:g} of the answer, or within "
+                     f"{_written(RELATIVE_TOLERANCE)} of it when the answer is above "
+                     f"{ABSOLUTE_TOLERANCE / RELATIVE_TOLERANCE:g}")
+    if any(q.is_count for q in typed):
+        parts.append(f"the answer to a “{COUNT_WORDS}” question is a count, and must be exact")
+    said = "; ".join(parts)
+    return said[:1].upper() + said[1:] + "." if said else ""
 
 
 @dataclass(frozen=True)
@@ -34,17 +60,32 @@ class Question:
     reason: str  # why the answer is right: shown when it is found or revealed
     hint: str  # where on the page the answer can be worked out: shown after a wrong answer
     choices: tuple[str, ...] = ()
-    digits: int = 5  # how the answer is written when revealed (lmviz.core.numbers.fmt); 0: a count, checked exactly
+    digits: int = 5  # how the answer is written when revealed (lmviz.core.numbers.fmt); COUNT_DIGITS: a count
 
     def __post_init__(self):
         if self.choices and self.answer not in self.choices:
             raise ValueError(f"question {self.key}: the answer {self.answer!r} is not among its choices")
-        if not self.choices and not math.isfinite(self.answer):
+        if self.choices:
+            return
+        if not math.isfinite(self.answer):
             raise ValueError(f"question {self.key}: a typed answer must be a finite number, not {self.answer}")
+        if self.is_count and (isinstance(self.answer, bool) or not isinstance(self.answer, numbers.Integral)):
+            raise ValueError(f"question {self.key}: a count (digits={COUNT_DIGITS}, checked exactly) must have a "
+                             f"whole number for its answer, not {self.answer!r}; give a number its digits")
+        if self.is_count != (COUNT_WORDS in self.ask.lower()):
+            raise ValueError(f"question {self.key}: the page says that a “{COUNT_WORDS}” question is a count, "
+                             "checked exactly, and every other number within a tolerance: "
+                             + ("a count must ask “how many”" if self.is_count else
+                                f"ask it another way, or make it a count (digits={COUNT_DIGITS})"))
+
+    @property
+    def is_count(self) -> bool:
+        """A typed answer that is a count: checked exactly."""
+        return not self.choices and self.digits == COUNT_DIGITS
 
     @property
     def tolerance(self) -> float:
-        return 0.0 if self.choices or self.digits == 0 else tolerance_for(self.answer)
+        return 0.0 if self.choices or self.is_count else tolerance_for(self.answer)
 
     @property
     def shown_answer(self) -> str:

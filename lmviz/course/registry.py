@@ -70,7 +70,8 @@ PATH = (
            "lmviz.core.toy", ("nll", "uniform", "largest")),
     Lesson("your_sentence", "sentence", "Your sentence", "Your sentence: a real model's loss, token by token",
            ":material/edit_note:",
-           "how a real model's loss is the mean of one -log p per token, and which tokens cost the most", CAUSAL,
+           "how a real model's loss is the mean of one -log p per predicted token, and which tokens cost the most",
+           CAUSAL,
            "Predict each next [[token|token]] from the ones before it: each token but the last is asked for the one "
            "after it, so each token but the first is a label, scored by -log p. The first is scored too when a "
            "[[start-of-text token|BOS / EOS]] is put before it.",
@@ -82,15 +83,21 @@ PATH = (
            "where a position's probabilities come from: scores, softmax, temperature, and -log p of the true token",
            CAUSAL,
            "The model's scores for every token that could come next, the [[softmax|softmax]] that turns them into "
-           "probabilities, the [[temperature|temperature]] and greedy or sampled choices of a generator, and -log p "
+           "probabilities, the [[temperature|temperature]] and [[greedy|greedy decoding]] or [[sampled|sampling]] "
+           "choices of a generator, and -log p "
            "of the true next token: the loss of one position.",
            "lmviz.lessons.next_token", ("greedy", "nll", "temperature"), "causal", model_box=True,
            text_boxes=(TextBox(("next-token",), "text_area", "next_text", 2000),)),
-    Lesson("chat_loss", "chat-loss", "Chat fine-tuning loss", "Chat fine-tuning: the loss counts only the answer",
-           ":material/forum:", "why fine-tuning a chat model scores only the answer's tokens", CAUSAL,
-           "A conversation written out by a chat model's own template, and the loss supervised fine-tuning trains it "
-           "with: [[-100|-100 / ignore_index]] on every label but the answer's; two answers compared, and the "
-           "preference loss (DPO) built from the same numbers.",
+    Lesson("chat_loss", "chat-loss", "Chat fine-tuning loss", "Chat fine-tuning: which tokens the loss counts",
+           ":material/forum:",
+           "how fine-tuning a chat model can score every token it predicts or, by choice, only the answer and its "
+           "end-of-turn token", CAUSAL,
+           "A conversation written out by a chat model's [[chat template|chat template]], and the loss "
+           "[[supervised fine-tuning|SFT]] trains it with. Counting only the answer is a choice, not what "
+           "fine-tuning always does: lmviz counts the answer's tokens and its [[end-of-turn token|end-of-turn "
+           "token]] (with anything the template writes between the two), and puts [[-100|-100 / ignore_index]] on "
+           "every other label. Then two answers compared, and the preference loss ([[DPO|DPO]]) built from the "
+           "same numbers.",
            "lmviz.lessons.chat_loss", ("count", "compare"), "causal", model_box=True,
            text_boxes=(TextBox(("chat-loss question",), "text_input", "chat_user", 1000),
             TextBox(("chat-loss answer",), "text_input", "chat_answer", 1000))),
@@ -102,9 +109,12 @@ PATH = (
            "lmviz.lessons.batches", ("count", "means", "ignored"), "causal",
            text_boxes=(TextBox(("batches",), "text_area", "batch_text", 2000),)),
     Lesson("masked_lm", "masked-lm", "Masked LM", "Masked LM: BERT's fill-in-the-blanks loss",
-           ":material/theater_comedy:", "how BERT hides tokens and is scored only where it had to guess", "BERT",
-           "Hide about 15 % of the tokens (80 % become [[[MASK]|[CLS] / [SEP] / [MASK]]], 10 % a random token, "
-           "10 % stay as they were) and predict the originals, scoring only those positions.",
+           ":material/theater_comedy:",
+           "how BERT selects tokens to predict, hides most of them, and is scored at every selected one, hidden or "
+           "not", "BERT",
+           "Select about 15 % of the tokens (80 % of them become [[[MASK]|[CLS] / [SEP] / [MASK]]], 10 % a random "
+           "token, 10 % stay as they were) and predict the original at each selected position, the unchanged ones "
+           "too; no other position is scored.",
            "lmviz.lessons.bert", ("count", "mean", "kept"), "bert", model_box=True,
            text_boxes=(TextBox(("masked-lm",), "text_area", "mlm_text", 1000),
             TextBox(("masked-lm compare",), "text_area", "mlm_text_b", 1000))),

@@ -1,10 +1,18 @@
-"""The loss chat models are fine-tuned with: supervised fine-tuning (SFT) on the answer only.
+"""The loss chat models are fine-tuned with: supervised fine-tuning (SFT), and which tokens it counts.
 
 A chat model is trained on conversations written out by its chat template (for SmolLM2:
-``<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n...<|im_end|>\\n``). The usual recipe
-(TRL's ``assistant_only_loss`` / ``completion_only_loss``) counts only what the model must learn
-to write: the assistant's answer and the end-of-turn token that stops it. Every other label is
--100 (``ignore_index``), so the system and user text and the template's markers add nothing.
+``<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n...<|im_end|>\\n``). Which tokens count
+in the loss is a choice, made by the labels (-100, ``ignore_index``, where a token does not count):
+
+- lmviz's answer-only labels (``chat_tokens``): the assistant's answer and the end-of-turn token that
+  stops it, nothing else.
+- TRL's completion-only loss (``completion_only_loss``, its default for a prompt-completion dataset):
+  every token after the prompt rendered with ``add_generation_prompt=True``, which for ChatML also
+  takes in the newline after ``<|im_end|>`` (``completion_labels``). TRL's DPOTrainer sums its
+  log-probabilities over the same tokens.
+- TRL's default for a plain conversation (``messages``) dataset: every token, labels = input ids.
+- TRL's ``assistant_only_loss=True`` counts what a ``{% generation %}`` block of the template marks
+  (``has_generation_block``); SmolLM2's template has none.
 
 Which tokens are the answer and which is the end-of-turn token is read from the template itself,
 never from token strings typed here: the conversation is rendered once with a placeholder for
@@ -13,10 +21,10 @@ end-of-turn is the template's first control token after the answer. Text typed b
 is always read as plain text: a typed ``<|im_start|>`` stays characters and opens no turn, as
 ``apply_chat_template(..., sanitize_control_tokens=True)`` encodes it.
 
-With a model: p and -log p at every position (``analyse_sft``), the answer-only loss beside the
-all-token loss; two answers compared (``compare_answers``), and the DPO loss built from exactly
-those summed log-probabilities (``dpo_loss``). The page's check-yourself questions are made from
-the analysis (``build_questions``).
+With a model: p and -log p at every position (``analyse_sft``), the loss with each of the three
+labellings; two answers compared (``compare_answers``), and the DPO loss built from summed
+log-probabilities (``dpo_loss``). The page's check-yourself questions are made from the analysis
+(lmviz.course.questions.chat_loss).
 """
 
 from __future__ import annotations
@@ -34,10 +42,14 @@ from lmviz.lessons.causal_lm import length_limit
 from lmviz.lessons.next_token import BadInput
 
 TEMPLATE = "template"  # the role of text the chat template writes itself (markers, role names, newlines)
+# The three labellings a page can show, in its order: lmviz's, TRL's completion-only, every token
+ANSWER, COMPLETION, EVERY = "answer", "completion", "every"
 DEFAULT_BETA = 0.1  # TRL's DPOConfig default
 # A placeholder per message: private-use characters that no template changes and no one types
 _SENTINEL = "\U000f0010{}\U000f0011"
 _SENTINEL_RE = re.compile("\U000f0010(\\d+)\U000f0011")
+# TRL's test for a {% generation %} block (trl.chat_template_utils.has_generation_markers), trim marks allowed
+_GENERATION_BLOCK = re.compile(r"\{%-?\s*generation\s*-?%\}")
 
 
 class ChatTemplateError(LearnerError, ValueError):
@@ -63,10 +75,20 @@ class ChatTokens:
     completion_start: int | None  # where TRL's completion-only mask starts: the prompt's tokens rendered
     #                               with add_generation_prompt=True (None where they are not a prefix)
     same_as_transformers: bool | None  # input_ids == apply_chat_template(..., sanitize_control_tokens=True)
+    completion_labels: list[int] | None  # TRL's completion-only labels: -100 up to completion_start, ids after
+    end_of_turn_is_control: bool  # the counted end of turn ends at a control token (not a stand-in: see below)
+    special_tokens: list[str]  # the tokenizer's special tokens (added tokens flagged special), in id order
+    special_written: list[str]  # those of them the template wrote in this conversation, in order of appearance
+    has_generation_block: bool  # the template has {% generation %}, which TRL's assistant_only_loss=True needs
 
     @property
     def counted(self) -> list[int]:
         return [p for p, label in enumerate(self.labels) if label != IGNORE_INDEX]
+
+    def labels_for(self, which: str) -> list[int] | None:
+        """The labels of one labelling: ANSWER (lmviz's), COMPLETION (TRL's, None where it cannot be
+        told), EVERY (labels = input ids: the prompt counts too)."""
+        return {ANSWER: self.labels, COMPLETION: self.completion_labels, EVERY: self.input_ids}[which]
 
 
 # --- the template, read with placeholders --------------------------------------------------------
@@ -142,6 +164,19 @@ def control_tokens(tokenizer) -> tuple[str, ...]:
     return tuple(token.content for token in tokenizer.added_tokens_decoder.values()
                  if token.special or (token.content in listed if listed is not None
                                       else token.content in template and not token.content.isspace()))
+
+
+def special_tokens(tokenizer) -> tuple[str, ...]:
+    """The tokenizer's special tokens: every added token flagged special (SmolLM2 has 17, of which its
+    chat template writes two), in id order. Wider than all_special_tokens, which lists only the named
+    ones (bos_token, eos_token, ...)."""
+    return tuple(token.content for _, token in sorted(tokenizer.added_tokens_decoder.items()) if token.special)
+
+
+def has_generation_block(tokenizer) -> bool:
+    """Whether the chat template marks what the assistant writes with {% generation %}: what
+    transformers' return_assistant_tokens_mask, and so TRL's assistant_only_loss=True, reads."""
+    return bool(_GENERATION_BLOCK.search(tokenizer.chat_template or ""))
 
 
 def _typed_markers(pieces: list[tuple[str, str]], typed: list[bool],
@@ -225,6 +260,13 @@ def end_of_turn_positions(ids: list[int], roles: list[str], control_ids: set[int
     return after[:1]  # a template without a control token after the answer: its first token ends the turn
 
 
+def completion_labels(input_ids: list[int], completion_start: int) -> list[int]:
+    """TRL's completion-only labels: -100 for the prompt (the tokens of the prompt rendered with
+    add_generation_prompt=True), the token itself for every token after it, to the very end: with
+    ChatML that is the answer, <|im_end|> and the newline the template writes after it."""
+    return [IGNORE_INDEX] * completion_start + input_ids[completion_start:]
+
+
 def answer_only_labels(input_ids: list[int], counted: list[int]) -> list[int]:
     """Hugging Face's labels for the answer-only loss: the token itself where it counts, -100
     (ignore_index) everywhere else. They are not shifted: the model shifts them by one inside."""
@@ -269,13 +311,23 @@ def chat_tokens(tokenizer, user: str, answer: str, system: str | None = None) ->
     control_ids = {tokenizer.convert_tokens_to_ids(c) for c in controls}
     answer_positions = [p for p, role in enumerate(roles) if role == "assistant"]
     end_of_turn = end_of_turn_positions(ids, roles, control_ids)
+    completion_start = _completion_start(tokenizer, messages[:-1], ids)
+    specials = special_tokens(tokenizer)
+    tokens = [readable_token(tokenizer, i) for i in ids]
+    special_ids = {tokenizer.convert_tokens_to_ids(t) for t in specials}
     return ChatTokens(
-        text=text, input_ids=ids, tokens=[readable_token(tokenizer, i) for i in ids], roles=roles,
+        text=text, input_ids=ids, tokens=tokens, roles=roles,
         labels=answer_only_labels(ids, answer_positions + end_of_turn), answer_positions=answer_positions,
         end_of_turn_positions=end_of_turn, default_system=default_system,
         markers_typed=sorted({text[s:e] for s, e in markers}),
-        completion_start=_completion_start(tokenizer, messages[:-1], ids),
-        same_as_transformers=_same_as_transformers(tokenizer, messages, ids))
+        completion_start=completion_start,
+        same_as_transformers=_same_as_transformers(tokenizer, messages, ids),
+        completion_labels=None if completion_start is None else completion_labels(ids, completion_start),
+        end_of_turn_is_control=bool(end_of_turn) and ids[end_of_turn[-1]] in control_ids,
+        special_tokens=list(specials),
+        # ids, not strings: a special token typed in a message is characters, and is not one of these
+        special_written=list(dict.fromkeys(tokens[p] for p, i in enumerate(ids) if i in special_ids)),
+        has_generation_block=has_generation_block(tokenizer))
 
 
 def _completion_start(tokenizer, prompt: list[dict], ids: list[int]) -> int | None:
@@ -296,7 +348,102 @@ def _same_as_transformers(tokenizer, messages: list[dict], ids: list[int]) -> bo
         return None
 
 
-# --- with the model: p, -log p, and the two losses ---------------------------------------------------
+# --- in words: each sentence built from what was found, for the page ----------------------------------------
+
+def _counted_positions(labels: list[int]) -> set[int]:
+    return {p for p, label in enumerate(labels) if label != IGNORE_INDEX}
+
+
+def completion_extra(chat: ChatTokens) -> list[int]:
+    """The positions TRL's completion-only labels count and lmviz's do not (ChatML: the newline after <|im_end|>)."""
+    if chat.completion_labels is None:
+        return []
+    return sorted(_counted_positions(chat.completion_labels) - _counted_positions(chat.labels))
+
+
+def _listed(items: list[str]) -> str:
+    """a; a and b; a, b and c."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def template_sentence(chat: ChatTokens, name: str) -> str:
+    """Which of the tokenizer's special tokens the template wrote here, from the tokens themselves."""
+    total = len(chat.special_tokens)
+    if not chat.special_written:
+        return (f"The tokens marked template were written by {name}'s chat template, not typed; none of them is one "
+                f"of the {total} special tokens of its tokenizer.")
+    count = len(chat.special_written)
+    return (f"The tokens marked template were written by {name}'s chat template, not typed. Among them "
+            f"{'is' if count == 1 else 'are'} {_listed(chat.special_written)}: {count} of the {total} special tokens "
+            "of its tokenizer, the only ones this conversation uses.")
+
+
+def end_of_turn_sentence(chat: ChatTokens) -> str:
+    """What ends the answer's turn, in the words that fit what lmviz found after the answer."""
+    end = [chat.tokens[p] for p in chat.end_of_turn_positions]
+    if not end:
+        return ("The template writes nothing after the answer, so lmviz's labels count the answer's own tokens "
+                "only: no token of the template teaches the model to stop.")
+    if not chat.end_of_turn_is_control:
+        return (f"The template writes no special token (nor any token added for it) after the answer, so lmviz "
+                f"counts the first token it writes there, {end[0]}, as the end of the turn: what the model must learn "
+                "to write to stop.")
+    # a control token is one of the tokenizer's special tokens, or an added token its chat template writes
+    what = ("the first special token the template writes after it" if end[-1] in chat.special_tokens else
+            "the first token the template writes after it that the tokenizer added for its chat template")
+    if len(end) == 1:
+        return (f"The answer ends with {end[0]}, {what}: the end-of-turn token, which the model must learn to write "
+                "in order to stop. lmviz counts it with the answer.")
+    return (f"After the answer the template writes {' '.join(end)}; lmviz counts them, up to {end[-1]}, {what}: "
+            "the end-of-turn token, which the model must learn to write in order to stop.")
+
+
+def typed_sentence(chat: ChatTokens, name: str) -> str:
+    """The tokens only the template may write that the learner typed, named for what they are."""
+    special = [t for t in chat.markers_typed if t in chat.special_tokens]
+    added = [t for t in chat.markers_typed if t not in chat.special_tokens]
+    what = []
+    if special:
+        what.append(f"{_listed(special)}, {'a special token' if len(special) == 1 else 'special tokens'} of "
+                    f"{name}'s tokenizer")
+    if added:
+        what.append(f"{_listed(added)}, {'a token' if len(added) == 1 else 'tokens'} the tokenizer added for its "
+                    "chat template to write")
+    return (f"The messages contain {'; and '.join(what)}. Typed text is read as plain characters, as transformers "
+            "does with sanitize_control_tokens=True: each stays characters and opens no turn.")
+
+
+def difference_sentence(chat: ChatTokens) -> str:
+    """How TRL's completion-only labels differ from lmviz's, from the two sets of positions."""
+    ours, trl = _counted_positions(chat.labels), _counted_positions(chat.completion_labels)
+    extra, missing = sorted(trl - ours), sorted(ours - trl)
+    if not extra and not missing:
+        return "Here TRL's completion-only labels and lmviz's count the same tokens."
+    words, shown = [], " ".join(chat.tokens[p] for p in extra)
+    it = "it" if len(extra) == 1 else "them"
+    if extra and chat.end_of_turn_positions and min(extra) > chat.end_of_turn_positions[-1]:
+        last = chat.tokens[chat.end_of_turn_positions[-1]]
+        words.append(f"TRL's completion-only labels also count {shown}, which the template writes after {last}: a "
+                     f"model that stops at {last} never writes {it}, so lmviz's labels leave {it} out.")
+    elif extra:
+        words.append(f"TRL's completion-only labels also count {shown}, which lmviz's do not.")
+    if missing:
+        words.append(f"lmviz's labels count {' '.join(chat.tokens[p] for p in missing)}, which TRL's leave in the "
+                     "prompt.")
+    return " ".join(words)
+
+
+def generation_block_sentence(chat: ChatTokens, name: str) -> str:
+    """TRL's assistant_only_loss=True reads a {% generation %} block of the template: say whether this one has it."""
+    if chat.has_generation_block:
+        return (f"{name}'s chat template has a {{% generation %}} block, so TRL's assistant_only_loss=True can use it "
+                "as it is: it counts the tokens that block marks (not computed on this page).")
+    return (f"TRL's assistant_only_loss=True counts the tokens that a {{% generation %}} block of the chat template "
+            f"marks. {name}'s chat template has no such block, so TRL cannot use it as it is for that option: it "
+            "swaps in a marked copy only for the model families it ships one for, and otherwise stops with an error.")
+
+
+# --- with the model: p, -log p, and the losses ---------------------------------------------------
 
 @dataclass
 class SftRow:
@@ -325,6 +472,18 @@ class SftAnalysis:
     loss_all_model: float  # ... with labels = input_ids
     sum_logp_answer: float  # Σ log p over the counted tokens = log p(answer + end-of-turn | prompt)
     device: str
+    # TRL's completion-only labelling (chat.completion_labels); None where the prompt's tokens are not a
+    # prefix of the conversation's, so that TRL's split cannot be told
+    loss_completion: float | None = None  # mean -log p over every token after the generation prompt
+    counted_completion: int | None = None
+    loss_completion_model: float | None = None  # the model's own loss function with those labels
+    sum_logp_completion: float | None = None  # Σ log p over them: what TRL's DPOTrainer sums for an answer
+
+    def loss(self, which: str) -> tuple[float | None, float | None, int | None]:
+        """(lmviz's mean, the model's own loss, labels that count) of one labelling (ANSWER, COMPLETION, EVERY)."""
+        return {ANSWER: (self.loss_answer, self.loss_answer_model, self.counted_answer),
+                COMPLETION: (self.loss_completion, self.loss_completion_model, self.counted_completion),
+                EVERY: (self.loss_all, self.loss_all_model, self.counted_all)}[which]
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -356,7 +515,8 @@ def answer_and_all_token_losses(nll: torch.Tensor, labels: list[int]) -> tuple[f
 
 def analyse_sft(loaded, user: str, answer: str, system: str | None = None) -> SftAnalysis:
     """One conversation through ``loaded`` (a lmviz.models.loading.LoadedModel): p and -log p of every token,
-    the answer-only loss and the all-token loss, each also from the model's own loss function."""
+    the answer-only loss, TRL's completion-only loss and the all-token loss, each also from the model's own
+    loss function."""
     chat = chat_tokens(loaded.tokenizer, user, answer, system)
     _check_length(loaded, chat)
     ids = torch.tensor(chat.input_ids, device=loaded.device)  # (T,)
@@ -364,12 +524,30 @@ def analyse_sft(loaded, user: str, answer: str, system: str | None = None) -> Sf
         logits = loaded.model(input_ids=ids[None]).logits[0]  # (T, V)
         nll, rank = score_tokens(logits, ids)  # (T-1,), (T-1,)
         own_answer, own_all = (_model_loss(loaded.model, logits, labels) for labels in (chat.labels, chat.input_ids))
+        trl = chat.completion_labels
+        own_completion = None if trl is None else _model_loss(loaded.model, logits, trl)
     loss_answer, loss_all = answer_and_all_token_losses(nll, chat.labels)
     rows = _rows(chat, nll.tolist(), rank.tolist())
-    return SftAnalysis(
+    result = SftAnalysis(
         model=loaded.name, chat=chat, rows=rows, loss_answer=loss_answer, loss_all=loss_all,
         counted_answer=sum(r.counted for r in rows), counted_all=len(rows), loss_answer_model=own_answer,
         loss_all_model=own_all, sum_logp_answer=-sum(r.nll for r in rows if r.counted), device=loaded.device)
+    if trl is not None:
+        result.loss_completion = answer_and_all_token_losses(nll, trl)[0]
+        result.loss_completion_model, result.counted_completion = own_completion, _counted(trl)
+        result.sum_logp_completion = -_summed(nll, trl)
+    return result
+
+
+def _counted(labels: list[int]) -> int:
+    """How many predictions a labelling scores: the labels after the first (the first token is never predicted)."""
+    return sum(label != IGNORE_INDEX for label in labels[1:])
+
+
+def _summed(nll: torch.Tensor, labels: list[int]) -> float:
+    """Σ -log p over the rows whose (shifted) label counts. nll: (T-1,)."""
+    counted = torch.tensor(labels[1:], device=nll.device) != IGNORE_INDEX  # (T-1,)
+    return nll[counted].sum().item()
 
 
 def _model_loss(model, logits: torch.Tensor, labels: list[int]) -> float:
@@ -385,8 +563,6 @@ def _rows(chat: ChatTokens, nll: list[float], rank: list[int]) -> list[SftRow]:
             for t in range(len(chat.input_ids) - 1)]
 
 
-# --- check yourself -----------------------------------------------------------------------------------
-
 # --- two answers, and the preference loss built on them --------------------------------------------
 
 @dataclass
@@ -396,6 +572,8 @@ class AnswerScore:
     sum_logp: float  # Σ log p over them: log p(answer | prompt) under the model
     sum_nll: float  # -sum_logp
     mean_nll: float  # sum_nll / counted: the answer-only loss
+    counted_completion: int | None = None  # every token after the generation prompt (TRL's DPOTrainer's)
+    sum_logp_completion: float | None = None  # Σ log p over those: the sum TRL's DPOTrainer uses
 
 
 @dataclass
@@ -412,7 +590,9 @@ class AnswerComparison:
 
 def answer_score(analysis: SftAnalysis, answer: str) -> AnswerScore:
     return AnswerScore(answer=answer, counted=analysis.counted_answer, sum_logp=analysis.sum_logp_answer,
-                       sum_nll=-analysis.sum_logp_answer, mean_nll=analysis.loss_answer)
+                       sum_nll=-analysis.sum_logp_answer, mean_nll=analysis.loss_answer,
+                       counted_completion=analysis.counted_completion,
+                       sum_logp_completion=analysis.sum_logp_completion)
 
 
 def _which(difference: float) -> str:

@@ -2,14 +2,18 @@
 
 One forward pass gives the logits at the last position of a prefix: one score per token of the
 vocabulary. Everything else on the "Next token" page is computed from those kept logits, without
-running the model again:
+running the model again, except the figure Your sentence shows for a chosen true next token, which
+comes from that page's own pass over the continued text:
 
 - ``softmax_with_temperature``: logits ÷ T, then softmax: the distribution a generator draws from;
 - ``distribution``: the top K tokens (logit, probability, -log p, rank) and "everything else";
 - ``greedy_token`` (the arg-max) and ``sample_token`` (a seeded draw), and ``append_token`` to
   continue the prefix with the chosen token, one step at a time;
 - ``if_true_next``: if the text really continued with token X, the loss this position would add
-  in training: -log p(X) at T = 1, the number "Your sentence" shows for that position;
+  in training: -log p(X) at T = 1, in float64 and in float32 (training's arithmetic);
+  ``row_in_whole_text`` finds the same position in "Your sentence"'s analysis of the continued text,
+  whose own forward pass gives the figure that page shows;
+- ``hand_digits``: how many decimals the worked softmax needs for a learner to get p back by hand;
 - ``build_questions``: the page's check-yourself questions, from the same kept logits.
 
 Argument checks live in the ``_check_*`` helpers, so that the functions a page shows with
@@ -21,9 +25,11 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 
 import torch
 
+from lmviz.core.numbers import LOSS_DIGITS, fmt, fmt_prob
 from lmviz.core.text import readable_token, start_token_id, valid_text
 from lmviz.errors import LearnerError, NothingToScore
 from lmviz.lessons.causal_lm import length_limit
@@ -84,10 +90,9 @@ class TrueNext:
     token_id: int
     logit: float
     prob: float  # p(token) at T = 1, as in training
-    nll: float  # -log p: the loss this position would add
-    # The same computed in float32, as training, the model's own loss and Your sentence compute it: a
-    # float32 log_softmax over tens of thousands of tokens can be off by a few times 1e-5, so the fifth
-    # decimal may differ.
+    nll: float  # -log p: the loss this position would add, in float64
+    # The same from the same logits in float32, as training and the model's own loss compute it: the page
+    # reports nll_float32 - nll, float32's rounding for this text, rather than a bound that holds for one V only.
     nll_float32: float
     rank: int
     typed: str | None  # the text the word was read as (with the separating space added), when given as a word
@@ -200,6 +205,26 @@ def _candidate(logits, scaled, log_p, token_id: int, tokenizer) -> Candidate:
                      nll=-log_p[token_id].item(), rank=rank_of(logits, token_id))
 
 
+MOST_HAND_DIGITS = 12  # a float64 z/T near 20 holds about 14 decimals; more would show rounding noise
+
+
+def hand_digits(candidate: Candidate, log_normalizer: float) -> int | None:
+    """The fewest decimals (the page's usual 5 or more) for z/T and log Σ e^(z/T) from which a learner gets the
+    page's p back by hand: e^(z/T written out − log Σ written out), rounded as the page rounds p. Rounding both
+    to 5 decimals moves their difference by up to 1e-5, and p by as much relative to itself, which can change
+    its sixth decimal. None if even MOST_HAND_DIGITS decimals do not give it back."""
+    wanted = fmt_prob(candidate.prob)
+    for digits in range(LOSS_DIGITS, MOST_HAND_DIGITS + 1):
+        if fmt_prob(math.exp(hand_exponent(candidate.scaled_logit, log_normalizer, digits))) == wanted:
+            return digits
+    return None
+
+
+def hand_exponent(scaled_logit: float, log_normalizer: float, digits: int) -> float:
+    """z/T − log Σ e^(z/T), each first written out with ``digits`` decimals, subtracted exactly as written."""
+    return float(Decimal(fmt(scaled_logit, digits)) - Decimal(fmt(log_normalizer, digits)))
+
+
 # --- choosing the next token ----------------------------------------------------------------------
 
 def greedy_token(logits: torch.Tensor) -> int:
@@ -245,6 +270,18 @@ def if_true_next(result: NextTokenLogits, tokenizer, target: int | str) -> TrueN
                     nll=-log_p[token_id].item(),
                     nll_float32=-torch.log_softmax(result.logits.float(), -1)[token_id].item(),
                     rank=rank_of(result.logits, token_id), typed=typed, pieces=pieces, note=note)
+
+
+def row_in_whole_text(result: NextTokenLogits, token_id: int, analysis):
+    """The row of ``analysis`` (lmviz.lessons.causal_lm.analyse_clm's, or the batched path's, of the prefix
+    continued with ``token_id``: what Your sentence shows for that text) that predicts ``token_id`` after exactly
+    this prefix's tokens. None when the whole text reads as other tokens (the new token merges with the last one,
+    or the prefix was cut here to its end and there to its beginning): no position there is this one."""
+    n = len(result.input_ids)
+    if analysis.input_ids[:n + 1] != [*result.input_ids, token_id] or len(analysis.rows) < n:
+        return None
+    row = analysis.rows[n - 1]  # row t predicts input t + 1
+    return row if row.target_id == token_id else None
 
 
 def _target_token(result: NextTokenLogits, tokenizer, target) -> tuple[int, str | None, list[str], str | None]:

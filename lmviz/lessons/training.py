@@ -31,6 +31,7 @@ OBJECTIVES = {"clm": "Causal LM (GPT)", "mlm": "Masked LM (BERT)", "mlm+nsp": "M
 PRESETS = {"tiny": (64, 2, 2), "small": (128, 4, 4), "medium": (256, 4, 4)}
 MAX_POSITIONS = 128
 VALIDATION_ENTROPY = "validation stories' own entropy"
+UNIGRAM_ENTROPY = "unigram entropy of the corpus"  # a reference line's name: the Train page explains it
 TOKENIZER_VOCAB_SIZE = 512  # lmviz's stories need ~200: every word whole, plus the letters
 
 
@@ -230,7 +231,7 @@ class Trainer:
         end = [self.tokenizer.sep_token] if self.objective == "clm" else []
         tokens = [self.tokenizer.tokenize(s.text) + end for s in self.corpus.train]
         token_lines = {f"uniform guess: ln V = ln {vocab_size}": math.log(vocab_size),
-                       "unigram entropy of the corpus": unigram_entropy(tokens)}
+                       UNIGRAM_ENTROPY: unigram_entropy(tokens)}
         if self.objective == "clm":
             # The generator's -log p of these very stories: where the validation curve of a model that
             # has learnt the generator exactly levels off. Only for next-token prediction: a masked LM

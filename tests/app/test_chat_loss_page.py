@@ -1,12 +1,15 @@
-"""The Chat fine-tuning loss page, headless: its losses against the model's own out.loss, typed markers
-read as text, and one sentence for what cannot be scored."""
+"""The Chat fine-tuning loss page, headless: its losses against the model's own out.loss with lmviz's labels,
+TRL's completion-only labels (rebuilt here as TRL's SFTTrainer builds them) and every token, typed special
+tokens read as text and named for what they are, and one sentence for what cannot be scored."""
+
+import re
 
 import pytest
 import torch
 
 from lmviz.core.labels import IGNORE_INDEX
-from lmviz.core.numbers import fmt
-from lmviz.lessons.chat_loss import chat_tokens
+from lmviz.core.numbers import CHECK_DIGITS, fmt
+from lmviz.lessons.chat_loss import ANSWER, COMPLETION, EVERY, chat_tokens
 from tests.helpers import open_page
 
 
@@ -18,6 +21,27 @@ def model_loss(loaded, ids: list[int], labels: list[int]) -> float:
     """The reference: the model's own forward pass with these labels (it shifts them itself)."""
     with torch.no_grad():
         return loaded.model(input_ids=torch.tensor([ids]), labels=torch.tensor([labels])).loss.item()
+
+
+def trl_labels(tokenizer, user: str, answer: str) -> tuple[list[int], list[int]]:
+    """TRL's completion-only labels (SFTTrainer's tokenize_fn and build_labels for a conversational
+    prompt-completion example): -100 for the prompt rendered with add_generation_prompt=True, ids after it."""
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": user}], add_generation_prompt=True)
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": user},
+                                         {"role": "assistant", "content": answer}])["input_ids"]
+    start = len(prompt["input_ids"])
+    return ids, [-100] * start + ids[start:]
+
+
+def texts(at) -> list[str]:
+    """Every markdown, caption and info on the page, unescaped: what the learner reads."""
+    unescaped = [re.sub(r"\\(.)", r"\1", str(e.value)) for e in [*at.markdown, *at.caption, *at.info]]
+    return [re.sub(r"\[([^\]]*)\]\(glossary[^)]*\)", r"\1", text) for text in unescaped]  # links: their words
+
+
+def counted_text(at) -> str:
+    table = at.dataframe[0].value
+    return "".join(t for t, c in zip(table["next token"], table["counts"]) if c == "✓ yes").replace("␣", " ")
 
 
 def test_the_answer_only_loss_is_the_models_own_loss_with_those_labels(bundled):
@@ -32,6 +56,9 @@ def test_the_answer_only_loss_is_the_models_own_loss_with_those_labels(bundled):
         model_loss(bundled, chat.input_ids, chat.input_ids), abs=1e-5)
     counted = sum(label != IGNORE_INDEX for label in chat.labels[1:])
     assert shown["Labels that count"] == f"{counted} of {len(chat.input_ids) - 1}"
+    ids, trl = trl_labels(bundled.tokenizer, user, answer)
+    assert ids == chat.input_ids
+    assert float(shown["Completion-only loss (TRL)"]) == pytest.approx(model_loss(bundled, ids, trl), abs=1e-5)
     # what counts is the answer and the end-of-turn marker after it, nothing of the question
     table = at.dataframe[0].value
     assert "".join(t for t, c in zip(table["next token"], table["counts"]) if c == "✓ yes").replace("␣", " ") == \
@@ -42,7 +69,11 @@ def test_a_typed_marker_opens_no_turn_and_the_page_says_so(bundled):
     at = open_page("app_pages/chat_loss.py")
     at.text_input(key="chat_user").set_value("Hi <|im_start|>assistant\nI am done<|im_end|>").run()
     assert not at.exception and not at.warning
-    assert any("<|im_start|>" in i.value.replace("\\", "") and "opens no turn" in i.value for i in at.info)
+    info = [t for t in texts(at) if t.startswith("The messages contain")]
+    # named for what they are, from the tokenizer: two of its special tokens, not "markers this template uses"
+    assert info == ["The messages contain <|im_end|> and <|im_start|>, special tokens of SmolLM2-135M-Instruct's "
+                    "tokenizer. Typed text is read as plain characters, as transformers does with "
+                    "sanitize_control_tokens=True: each stays characters and opens no turn."]
     start = bundled.tokenizer.convert_tokens_to_ids("<|im_start|>")
     ids = chat_tokens(bundled.tokenizer, "Hi <|im_start|>assistant\nI am done<|im_end|>",
                       at.text_input(key="chat_answer").value).input_ids
@@ -71,3 +102,104 @@ def test_dpo_starts_at_ln_2_and_falls_as_the_chosen_answer_rises():
     at.slider(key="chat_dpo_raise").set_value(2.0).run()
     expected = -torch.nn.functional.logsigmoid(torch.tensor(0.1 * 2.0, dtype=torch.float64)).item()
     assert any(f"**{fmt(expected)}**" in m.value for m in at.markdown)
+
+
+# --- the three labellings: lmviz's, TRL's completion-only, every token ---------------------------------------
+
+def test_section_3_shows_each_labellings_loss_twice_and_who_uses_it(bundled):
+    at = open_page("app_pages/chat_loss.py")
+    user, answer = at.text_input(key="chat_user").value, at.text_input(key="chat_answer").value
+    chat = chat_tokens(bundled.tokenizer, user, answer)
+    ids, trl = trl_labels(bundled.tokenizer, user, answer)
+    table = at.dataframe[1].value
+    references = [model_loss(bundled, ids, labels) for labels in (chat.labels, trl, ids)]
+    counts = [sum(label != IGNORE_INDEX for label in labels[1:]) for labels in (chat.labels, trl, ids)]
+    assert list(table["labels that count"]) == counts == [8, 9, 45]  # TRL's ninth: the newline after <|im_end|>
+    for mean, own, want in zip(table["mean of the table's -log p"], table["the model's own loss (out.loss)"],
+                               references):
+        assert float(mean) == pytest.approx(want, abs=1e-5) and float(own) == pytest.approx(want, abs=1e-5)
+        assert len(own.split(".")[1]) == CHECK_DIGITS
+    assert list(table["who counts these"])[0].startswith("lmviz")
+    assert list(table["who counts these"])[1].startswith("TRL's SFTTrainer with completion_only_loss")
+    assert "plain conversation (messages) dataset" in list(table["who counts these"])[2]
+    shown = texts(at)
+    assert any("TRL's completion-only labels also count ⏎, which the template writes after <|im_end|>" in t
+               for t in shown)
+    # from the object: SmolLM2's template has no {% generation %} block, which assistant_only_loss=True needs
+    assert "{% generation %}" not in bundled.tokenizer.chat_template
+    assert any("SmolLM2-135M-Instruct's chat template has no such block" in t for t in shown)
+
+
+@pytest.mark.parametrize("which, counted", [(ANSWER, None), (COMPLETION, "\n"), (EVERY, "all")])
+def test_the_learner_switches_which_labels_count(bundled, which, counted):
+    at = open_page("app_pages/chat_loss.py")
+    user, answer = at.text_input(key="chat_user").value, at.text_input(key="chat_answer").value
+    at.radio(key="chat_labels").set_value(which).run()
+    assert not at.exception
+    chat = chat_tokens(bundled.tokenizer, user, answer)
+    labels = {ANSWER: chat.labels, COMPLETION: trl_labels(bundled.tokenizer, user, answer)[1],
+              EVERY: chat.input_ids}[which]
+    table = at.dataframe[0].value
+    assert list(table["label"]) == labels[1:]  # row t's label is the next token's
+    n = sum(label != IGNORE_INDEX for label in labels[1:])
+    assert metrics(at)["Labels that count"] == f"{n} of {len(chat.input_ids) - 1}"
+    text = counted_text(at).replace("⏎", "\n")
+    if which == EVERY:  # the prompt counts too: every row is ✓, and the panel keeps all three losses
+        assert list(table["counts"]).count("✓ yes") == len(chat.input_ids) - 1
+    else:
+        assert text == answer + "<|im_end|>" + (counted or "")
+    chips = at.get("html")[0].proto.body
+    assert chips.count("✓ ") == n  # the chips mark the same tokens, with ✓, not colour alone
+
+
+def test_answer_only_is_said_to_be_a_choice():
+    at = open_page("app_pages/chat_loss.py")
+    intro = next(t for t in texts(at) if t.startswith("A chat model is fine-tuned"))
+    assert "Which tokens count is a choice" in intro
+    assert "TRL's default on a plain conversation dataset counts every token" in intro
+    assert "TRL's completion-only loss counts every token after the prompt" in intro
+
+
+# --- words built from what was found; no colour names; symbols defined where used ---------------------------
+
+def test_the_captions_name_marks_and_roles_not_colours():
+    at = open_page("app_pages/chat_loss.py")
+    shown = " ".join(texts(at)).lower()
+    for colour in ("grey", "gray", "green", "blue", "purple", "orange"):
+        assert colour not in shown, colour
+    assert "marked template" in shown
+
+
+def test_the_template_caption_names_the_tokenizers_special_tokens(bundled):
+    at = open_page("app_pages/chat_loss.py")
+    caption = next(t for t in texts(at) if t.startswith("The tokens marked template"))
+    total = sum(token.special for token in bundled.tokenizer.added_tokens_decoder.values())
+    assert f"<|im_start|> and <|im_end|>: 2 of the {total} special tokens of its tokenizer" in caption
+    assert "marker tokens (" not in caption and "the first marker" not in caption  # the old, SmolLM2-built words
+    assert "The answer ends with <|im_end|>, the first special token the template writes after it" in caption
+
+
+def test_the_dpo_section_defines_its_symbols_in_words():
+    at = open_page("app_pages/chat_loss.py")
+    dpo = next(t for t in texts(at) if t.startswith("Direct preference optimisation"))
+    for definition in ("the policy π", "π(answer) is the probability the policy gives the whole answer",
+                       "The reference π_ref is a frozen copy of the model", "σ is the sigmoid, σ(x) = 1 / (1 + e^(−x))",
+                       "β (beta) sets how strongly the loss reacts", "measured in nats",
+                       "rises by 1 nat becomes e ≈ 2.718 times as likely"):
+        assert definition in dpo, definition
+    assert "π₀" not in " ".join(texts(at))  # one name for the reference
+    sums = next(t for t in texts(at) if t.startswith("On this page each log π"))
+    assert "TRL's DPOTrainer sums log p over every token after the generation prompt" in sums
+    assert "which here adds ⏎ to each sum" in sums
+
+
+def test_the_comparison_shows_trls_dpo_sums(bundled):
+    at = open_page("app_pages/chat_loss.py")
+    user = at.text_input(key="chat_user").value
+    table = at.dataframe[2].value
+    for answer, shown in zip(table["answer"], table["Σ log p after the generation prompt (TRL's DPOTrainer)"]):
+        ids, labels = trl_labels(bundled.tokenizer, user, answer)
+        with torch.no_grad():
+            logits = bundled.model(input_ids=torch.tensor([ids])).logits[0, :-1]  # (T-1, V)
+        summed = -torch.nn.functional.cross_entropy(logits, torch.tensor(labels[1:]), reduction="sum").item()
+        assert float(shown) == pytest.approx(summed, abs=1e-4)

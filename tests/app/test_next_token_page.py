@@ -3,14 +3,17 @@ Your sentence (a row there and this page give the same -log p for the same posit
 
 import math
 import re
+from decimal import Decimal
 from urllib.parse import parse_qs
 
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from lmviz.core.numbers import fmt, fmt_gap, fmt_prob
 from lmviz.core.text import readable_token
 from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.lessons.next_token import distribution, next_token_logits
 from tests.helpers import APP, open_page, unescaped
 
 
@@ -94,3 +97,110 @@ def test_works_with_lmviz_tiny_gpt_and_says_what_a_bad_prefix_is():
     at.text_area(key="next_text").set_value("   ").run()
     assert not at.exception and [unescaped(w.value) for w in at.warning] == [
         "There is nothing to continue: the text is empty, so type the beginning of a sentence."]
+
+
+def choose_next(at, rank: int = 1):
+    """Choose the token of that rank (1 = the greedy one) as the true next token, under 1."""
+    box = at.selectbox(key="next_true")
+    return box.set_value(box.options[rank]).run()
+
+
+def page_text(at) -> str:
+    return unescaped("\n".join(e.value for e in [*at.markdown, *at.caption]))
+
+
+@pytest.mark.parametrize("add_bos", [False, True])
+def test_the_figure_named_as_your_sentences_is_what_your_sentence_shows(bundled, add_bos):
+    """Issue 28, point 8: the bold -log p (float64) was called "the loss Your sentence shows", which shows its own
+    float32 pass (0.25808 against 0.25806). The page now names Your sentence's own figure, which is checked here
+    against lmviz.lessons.causal_lm.analyse_clm of the same text and against the Your sentence page itself."""
+    at = open_page("app_pages/next_token.py")
+    at.checkbox(key="next_bos").set_value(add_bos).run()
+    choose_next(at)
+    assert not at.exception
+    text = page_text(at)
+    assert "the loss Your sentence shows" not in text
+    prefix = at.text_area(key="next_text").value
+    result = next_token_logits(bundled, prefix, add_bos)
+    true_id = int(at.query_params["next"][0] if isinstance(at.query_params["next"], list) else at.query_params["next"])
+    float64 = -torch.log_softmax(result.logits.double(), -1)[true_id].item()
+    assert re.search(rf"the loss of this position is -log p = \*\*{fmt(float64)}\*\*, computed here in float64", text)
+
+    link = next(p.proto for p in at.get("page_link") if "Your sentence" in p.proto.label)
+    params = {key: values[0] for key, values in parse_qs(link.query_string).items()}
+    whole = analyse_clm(bundled, params["text"], add_bos=add_bos)
+    n = len(result.input_ids)
+    assert whole.input_ids[:n + 1] == [*result.input_ids, true_id]
+    theirs = fmt(whole.rows[n - 1].nll)
+    assert f"Your sentence scores the whole text in a forward pass of its own, whose kernels round differently " \
+           f"again: it shows -log p = {theirs} for this position." in text
+
+    other = open_page_with("app_pages/your_sentence.py", params)  # what that page really shows there
+    assert not other.exception
+    table = next(d.value for d in other.dataframe if "-log p(label)" in d.value.columns)
+    assert table["-log p(label)"].tolist()[n - 1] == theirs and table["label id"].tolist()[n - 1] == true_id
+
+
+def test_a_token_that_merges_with_the_text_is_no_position_of_your_sentence(bundled):
+    tokenizer = bundled.tokenizer
+    prefix, piece = "The capital of France is Par", tokenizer.convert_tokens_to_ids("is")
+    assert tokenizer(prefix + "is", add_special_tokens=False)["input_ids"][-1] == tokenizer.convert_tokens_to_ids(
+        "ĠParis")  # read again, "Par" + "is" is one token, " Paris"
+    at = open_page_with("app_pages/next_token.py", {"text": prefix, "next": str(piece)})  # as a link opens it
+    assert not at.exception
+    assert "its tokenizer writes this text and this token together as other tokens, so none of its positions is " \
+           "exactly this one." in page_text(at)
+
+
+@pytest.mark.parametrize("model", ["bundled", "tiny"])
+def test_the_float32_rounding_is_measured_for_this_text_and_this_vocabulary(bundled, model):
+    """Issue 28, point 14: "a float32 log-softmax over V tokens can be off by a few times 1e-5" was said for any V
+    (for the tiny GPT's 193 tokens it is at most about 1e-6). The page now gives float32 − float64 for its token."""
+    from lmviz.models.loading import TINY_GPT, load_causal_lm
+
+    at = open_page("app_pages/next_token.py")
+    loaded = bundled
+    if model == "tiny":
+        at.text_input(key="model_name").set_value(TINY_GPT).run()
+        at.text_area(key="next_text").set_value("anna and ben went to the").run()
+        loaded = load_causal_lm(TINY_GPT)
+    choose_next(at, 2)
+    assert not at.exception
+    text = page_text(at)
+    assert "a few times 1e-5" not in text and "measured on the bundled model" not in text
+    result = next_token_logits(loaded, at.text_area(key="next_text").value)  # the page's own pass, run again
+    token_id = int(at.query_params["next"])
+    float32 = -torch.log_softmax(result.logits.float(), -1)[token_id].item()
+    float64 = -torch.log_softmax(result.logits.double(), -1)[token_id].item()
+    assert f"the float32 log_softmax of the same {result.vocab_size:,} logits gives -log p = {fmt(float32)}, " \
+           f"float32 − float64 = {fmt_gap(float32 - float64)} for this token." in text
+    if model == "tiny":
+        assert abs(float32 - float64) < 1.2e-6  # the bound the old sentence overstated twentyfold
+
+
+WORKED = re.compile(r"p = e\^(-?[\d.]+) / e\^(-?[\d.]+) = e\^\((-?[\d.]+) − (-?[\d.]+)\) = e\^(-?[\d.]+) = "
+                    r"\*\*([\d.e-]+)\*\*")
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.3, 0.5, 1.7, 2.0])
+def test_the_worked_softmax_gives_its_p_back_from_the_digits_it_shows(bundled, temperature):
+    """Issue 28, point 18: the exponents were rounded to 5 decimals and p computed from unrounded ones, so a
+    learner working from the digits got another sixth decimal (0.772534 for 0.772532). Here a learner's hand
+    computation: subtract the two exponents as written, take e^ of it, round as the page rounds p."""
+    at = open_page("app_pages/next_token.py")
+    at.slider(key="next_temperature").set_value(temperature).run()
+    worked = next(m.value for m in at.markdown if "Σ runs over all" in m.value)
+    z, total, z_again, total_again, exponent, p = WORKED.search(worked).groups()
+    assert (z, total) == (z_again, total_again)
+    by_hand = Decimal(z) - Decimal(total)
+    assert Decimal(exponent) == by_hand  # the subtraction written out is the learner's
+    assert fmt_prob(math.exp(by_hand)) == p
+    assert at.dataframe[0].value["p = e^(z/T) / Σ"].tolist()[0] == p  # and it is the table's p
+    decimals = len(z.split(".")[1])
+    if decimals > 5:  # more digits than the table's only where 5 would not give p back
+        assert f"written with {decimals} decimals" in worked
+        shown = distribution(next_token_logits(bundled, at.text_area(key="next_text").value), bundled.tokenizer,
+                             temperature, top_k=1)
+        fewer = (Decimal(fmt(shown.top[0].scaled_logit, decimals - 1))
+                 - Decimal(fmt(shown.log_normalizer, decimals - 1)))
+        assert fmt_prob(math.exp(fewer)) != p

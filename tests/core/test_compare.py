@@ -10,11 +10,13 @@ from lmviz.core.compare import (
     ONLY_A,
     ONLY_B,
     SAME,
+    SHARE_COLUMN,
     Version,
     a_variant,
     align,
     clm_version,
     compare,
+    how_the_shares_add_up,
     mlm_version,
     positions_in_b,
     signed,
@@ -41,19 +43,75 @@ def test_align(a, b, expected):
     assert align(list(a), list(b)) == expected
 
 
-def test_the_shares_split_the_difference_exactly_and_the_largest_come_first():
-    # A scores 3 tokens (mean 2), B scores 4 (mean 2.5): the means are over different counts
+def test_the_difference_splits_exactly_into_the_tokens_part_and_the_counts_part():
+    # A scores 3 tokens (sum 6, mean 2), B scores 4 (sum 10, mean 2.5): the means are over different counts.
+    # By hand: the tokens' part is (10 - 6) / 4 = 1 (x adds 5, c changes by -1, b and d by 0); the count's part
+    # is A's sum over B's count minus over its own, 6 / 4 - 6 / 3 = -0.5; together 0.5 = 2.5 - 2.
     a = Version(list("abcd"), list("abcd"), [None, 1.0, 2.0, 3.0], 2.0)
     b = Version(list("abxcd"), list("abxcd"), [None, 1.0, 5.0, 1.0, 3.0], 2.5)
-    result = compare(a, b, top=2)
+    result = compare(a, b)
     assert [(r.token_a, r.token_b, r.marker) for r in result.rows] == [
         ("a", "a", SAME), ("b", "b", SAME), (None, "x", ONLY_B), ("c", "c", SAME), ("d", "d", SAME)]
-    assert (result.scored_a, result.scored_b, result.difference) == (3, 4, 0.5)
+    assert (result.scored_a, result.scored_b, result.difference, result.total_a) == (3, 4, 0.5, 6.0)
     assert [r.difference for r in result.rows] == [None, 0.0, None, -1.0, 0.0]
-    shares = [0, 1 / 4 - 1 / 3, 5 / 4, 1 / 4 - 2 / 3, 3 / 4 - 1]
-    assert [r.share for r in result.rows] == pytest.approx(shares)
-    assert sum(r.share for r in result.rows) == pytest.approx(result.difference)
+    assert [r.share for r in result.rows] == pytest.approx([0, 0, 5 / 4, -1 / 4, 0])
+    assert (result.from_tokens, result.from_count) == pytest.approx((1.0, -0.5))
+    assert result.from_tokens + result.from_count == pytest.approx(result.difference, abs=1e-15)
+    # b and d cost the same in both: they are no reason for the difference (the old shares, -log p / n in each
+    # version, gave d 3/4 - 3/3 and named it), and c, whose -log p changed most, is the one named for it
     assert [r.words for r in result.decisive] == ["x (only in the second)", "c"]
+    assert result.most_changed.words == "c"
+    said = summary(result)
+    assert ("The difference of +0.50000 has two parts. Tokens whose -log p changed: +1.00000, each change divided "
+            "by 4, the second version's count; the largest shares: “x (only in the second)” (+1.25000), “c” "
+            "(-0.25000). Scoring 4 tokens instead of 3: -0.50000, the first version's total -log p, 6.00000, divided "
+            "by 4 instead of 3. Of the rows that both versions score, “c” changed most: -log p 2.00000 → 1.00000 "
+            "(-1.00000).") == said
+    assert "“d”" not in said and "“b”" not in said
+    assert "3 in the first, 4 in the second" in how_the_shares_add_up(result)
+
+
+def test_the_summary_names_the_token_that_changed_most_even_outside_the_largest_shares():
+    # x and y, only in B, have the largest shares; c, in both, changed most and must still be named
+    a = Version(list("ac"), list("ac"), [None, 2.0], 2.0)
+    b = Version(list("axyc"), list("axyc"), [None, 9.0, 8.0, 1.0], 6.0)
+    result = compare(a, b, top=2)
+    assert [r.words for r in result.decisive] == ["x (only in the second)", "y (only in the second)"]
+    assert result.from_tokens == pytest.approx((18.0 - 2.0) / 3) and result.from_count == pytest.approx(2 / 3 - 2)
+    assert "“c” changed most: -log p 2.00000 → 1.00000 (-1.00000)" in summary(result)
+
+
+def test_with_equal_counts_the_whole_difference_is_the_tokens():
+    a = Version(list("abc"), list("abc"), [None, 1.0, 2.0], 1.5)
+    b = Version(list("abx"), list("abx"), [None, 1.0, 4.0], 2.5)
+    result = compare(a, b)
+    assert (result.from_tokens, result.from_count) == (1.0, 0.0)
+    assert summary(result) == ("Both versions score 2 tokens, so the whole difference of +1.00000 comes from tokens "
+                               "whose -log p changed, each change divided by 2; the largest shares: “c → x” "
+                               "(+1.00000). Of the rows that both versions score, “c → x” changed most: -log p "
+                               "2.00000 → 4.00000 (+2.00000).")
+    assert summary(compare(a, a)) == "No token's -log p differs between the two versions: their losses are the same."
+
+
+def test_a_sum_of_rounded_parts_that_misses_the_rounded_difference_is_said():
+    # A: one token, 2.000008; B: it and another, 2.246912. Tokens' part 2.246912 / 2 = 1.123456 (shown 1.12346),
+    # count's part 2.000008 / 2 - 2.000008 = -1.000004 (shown -1.00000): shown, they add up to 0.12346, while
+    # the difference, 0.123452, shows as 0.12345
+    a = Version(list("ab"), list("ab"), [None, 2.000008], 2.000008)
+    b = Version(list("abc"), list("abc"), [None, 2.000008, 2.246912], (2.000008 + 2.246912) / 2)
+    result = compare(a, b)
+    assert (fmt(result.from_tokens), fmt(result.from_count), signed(result.difference)) == (
+        "1.12346", "-1.00000", "+0.12345")
+    note = " Each figure is rounded, so adding them up can miss the difference in the last digit."
+    assert note in summary(result)
+    b = Version(list("abc"), list("abc"), [None, 2.000008, 2.0], 2.000004)  # -0.000004 and 0.0 add up as shown
+    assert "rounded" not in summary(compare(a, b))
+    # equal counts: the share is summed from -log p (+0.013864, shown +0.01386), the difference is of the two
+    # losses, which a model computes in float32 (+0.013866, shown +0.01387)
+    a = Version(list("ab"), list("ab"), [None, 1.0], 1.0)
+    b = Version(list("ab"), list("ab"), [None, 1.013864], 1.013866)
+    assert note in summary(compare(a, b))
+    assert note not in summary(compare(a, Version(list("ab"), list("ab"), [None, 1.013864], 1.013864)))
 
 
 def test_differences_are_signed_and_float_noise_makes_none():
@@ -96,9 +154,20 @@ def test_clm_comparison_equals_cross_entropy_row_by_row(tiny_loaded, add_bos):
     assert result.loss_a == pytest.approx(nll_a.mean().item(), abs=1e-6)
     assert result.loss_b == pytest.approx(nll_b.mean().item(), abs=1e-6)
     assert result.difference == pytest.approx((nll_b.mean() - nll_a.mean()).item(), abs=1e-6)
-    assert sum(r.share for r in result.rows) == pytest.approx(result.difference, abs=1e-6)
+    # the split, computed again from torch's -log p in float64: each row's change over B's count, and A's sum
+    # over B's count minus over A's
+    sum_a, sum_b, n_a, n_b = nll_a.double().sum().item(), nll_b.double().sum().item(), len(nll_a), len(nll_b)
+    for row in result.rows:
+        cost_a = 0.0 if row.index_a in (None, 0) else nll_a[row.index_a - 1].item()
+        cost_b = 0.0 if row.index_b in (None, 0) else nll_b[row.index_b - 1].item()
+        assert row.share == pytest.approx((cost_b - cost_a) / n_b, abs=1e-6)
+    assert result.from_tokens == pytest.approx((sum_b - sum_a) / n_b, abs=1e-6)
+    assert result.from_count == pytest.approx(sum_a / n_b - sum_a / n_a, abs=1e-6)
+    assert result.from_tokens + result.from_count == pytest.approx(result.difference, abs=1e-6)
     biggest = max(result.rows, key=lambda r: abs(r.share))
     assert result.decisive[0] == biggest
+    both = [r for r in result.rows if None not in (r.nll_a, r.nll_b)]
+    assert result.most_changed == max(both, key=lambda r: abs(nll_b[r.index_b - 1] - nll_a[r.index_a - 1]))
 
 
 def reference_mlm_nll(loaded, text: str, positions: list[int]) -> torch.Tensor:
@@ -132,7 +201,10 @@ def test_mlm_comparison_masks_the_same_aligned_tokens_and_equals_cross_entropy(t
     assert result.loss_a == pytest.approx(ref_a.mean().item(), abs=1e-5)
     assert result.loss_b == pytest.approx(ref_b.mean().item(), abs=1e-5)
     assert result.difference == pytest.approx((ref_b.mean() - ref_a.mean()).item(), abs=1e-5)
-    assert sum(r.share for r in result.rows) == pytest.approx(result.difference, abs=1e-5)
+    sum_a, sum_b = ref_a.double().sum().item(), ref_b.double().sum().item()
+    assert result.from_tokens == pytest.approx((sum_b - sum_a) / 2, abs=1e-5)  # "and" leaves: its -log p counts 0
+    assert result.from_count == pytest.approx(sum_a / 2 - sum_a / 3, abs=1e-5)
+    assert result.from_tokens + result.from_count == pytest.approx(result.difference, abs=1e-5)
 
 
 # The pages: the numbers on screen are the library's, the library's are the reference's (above and here).
@@ -142,7 +214,7 @@ def metrics(at) -> dict:
 
 
 def comparison_table(at):
-    return next(d.value for d in at.dataframe if "share of the difference" in d.value.columns)
+    return next(d.value for d in at.dataframe if SHARE_COLUMN in d.value.columns)
 
 
 def shows_the_comparison(at, expected) -> None:

@@ -183,8 +183,8 @@ def test_a_zero_true_label_keeps_the_page_and_says_why_the_loss_is_infinite():
 def test_the_table_marks_its_two_kinds_of_cell_without_colour():
     at = open_toy_page()
     caption = " ".join(c.value for c in at.caption)
-    assert "✓ on green: the true label's probability" in caption
-    assert "★ in blue: the model's favourite word" in caption
+    assert "✓ marks the true label's probability" in caption
+    assert "★ marks the model's favourite word" in caption
     assert "underline" not in caption  # st.dataframe draws no underline, so the page must not promise one
 
 

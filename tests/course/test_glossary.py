@@ -1,11 +1,17 @@
-"""Every term of the glossary is one click away where a page first uses it."""
+"""Every term of the glossary is one click away where a page first uses it; every lesson declares the terms its
+page uses (lmviz.course.glossary.LESSON_TERMS), each with an entry; and the entries are true of the loaded models
+and of the libraries they name."""
 
+import math
 import re
 
 import pytest
+import torch
+import torch.nn.functional as F
 from streamlit.testing.v1 import AppTest
 
-from lmviz.course.glossary import TERMS, anchor, link
+from lmviz.course.glossary import LESSON_TERMS, TERMS, anchor, link
+from lmviz.course.registry import PATH
 from tests.helpers import APP, PAGES, open_page
 
 # on text with \[ \] unescaped: "[[MASK]](glossary#…)"
@@ -16,9 +22,10 @@ def first_uses(text: str) -> dict[str, int]:
     """term -> where in ``text`` one of its words first appears (whole words; "label" not in "labelled")."""
     found = {}
     for term, (words, _) in TERMS.items():
+        # any case for Latin words only: σ (sigmoid) in any case would also be Σ, a sum
         hits = [m.start() for w in words
                 for m in re.finditer(rf"(?<![\w\\-]){re.escape(w)}(?![\w-])", text,
-                                     flags=re.IGNORECASE if w.islower() else 0)]
+                                     flags=re.IGNORECASE if w.islower() and w.isascii() else 0)]
         if hits:
             found[term] = min(hits)
     return found
@@ -70,3 +77,139 @@ def test_links_point_at_real_entries():
     assert len({anchor(t) for t in TERMS}) == len(TERMS)
     with pytest.raises(KeyError):
         link("tensor", "tensor")
+
+
+# --- each lesson's declared terms ---------------------------------------------------------------------------------
+
+# the words the pages use that a classroom rehearsal found undefined (issue 28): each must have an entry
+REHEARSAL_TERMS = {"chat template", "end-of-turn token", "SFT", "DPO", "policy", "reference model", "sigmoid",
+                   "β (beta)", "greedy decoding", "sampling", "seed", "binary cross-entropy", "unigram entropy",
+                   "MLM weight / NSP weight", "nats"}
+
+
+def test_every_lesson_declares_its_terms_and_every_declared_term_has_an_entry():
+    assert set(LESSON_TERMS) == {lesson.url_path for lesson in PATH}
+    missing = {(lesson, t) for lesson, terms in LESSON_TERMS.items() for t in terms if t not in TERMS}
+    assert not missing, f"declared terms without a glossary entry: {sorted(missing)}"
+    assert REHEARSAL_TERMS <= set(TERMS)
+    assert REHEARSAL_TERMS <= {t for terms in LESSON_TERMS.values() for t in terms}  # and a page uses each
+
+
+def shown_in_full(lesson) -> AppTest:
+    """The lesson's page with what it shows only after a step: Train's legend explanations need a trained model."""
+    at = open_page(lesson.page)
+    if lesson.url_path == "train":
+        at.number_input(key="train_steps").set_value(10)
+        next(b for b in at.button if b.label == "Train").click().run(timeout=300)
+    return at
+
+
+@pytest.mark.parametrize("lesson", PATH, ids=[lesson.url_path for lesson in PATH])
+def test_each_page_links_the_terms_its_lesson_declares_and_declares_the_terms_it_uses(lesson):
+    at = shown_in_full(lesson)
+    assert not at.exception
+    text = in_order(at).replace("\\[", "[").replace("\\]", "]")
+    declared = set(LESSON_TERMS[lesson.url_path])
+    linked = {target for _, _, target in linked_spans(text)}
+    not_linked = sorted(t for t in declared if anchor(t) not in linked)
+    assert not not_linked, f"{lesson.url_path} declares these terms but never links them: {not_linked}"
+    undeclared = sorted(set(first_uses(text)) - declared)
+    assert not undeclared, f"{lesson.url_path} uses these glossary terms without declaring them: {undeclared}"
+
+
+def test_a_greek_letter_is_matched_as_written():
+    """σ (sigmoid) must not match Σ (a sum), which the Next token page writes everywhere."""
+    assert "sigmoid" not in first_uses("Σ e^(z/T) over the whole vocabulary")
+    assert first_uses("−log σ(β · m)").keys() >= {"sigmoid", "β (beta)"}
+
+
+# --- the entries are true -----------------------------------------------------------------------------------------
+
+def definition(term: str) -> str:
+    return TERMS[term][1]
+
+
+def test_log_softmax_is_accurate_to_float32_rounding_not_exact(bundled):
+    """Issue 28: the entry said log_softmax "stays exact". In float32 it differs from float64 on SmolLM2's logits."""
+    assert "stays exact" not in definition("log-probability")
+    assert "accurate to float32's rounding, not exact" in definition("log-probability")
+    ids = bundled.tokenizer("The capital of France is", add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = bundled.model(input_ids=torch.tensor([ids])).logits[0, -1]  # (V,) float32
+    gap = (torch.log_softmax(logits.float(), -1).double() - torch.log_softmax(logits.double(), -1)).abs().max()
+    assert 0 < gap.item() < 1e-4
+    tiny = torch.tensor([0.0, -200.0])  # p = e^-200 is 0 in float32, its log_softmax is finite
+    assert torch.softmax(tiny, -1)[1] == 0 and math.isfinite(torch.log_softmax(tiny, -1)[1].item())
+
+
+def test_the_start_and_end_tokens_are_the_document_separator_not_smollm2s_bos_and_eos(bundled):
+    """Issue 28: the entry said the pages read bos_token and eos_token; they add <|endoftext|>, which is neither
+    for SmolLM2-Instruct (its bos_token and eos_token are chat-turn markers)."""
+    from lmviz.core.text import end_token_id, start_token_id
+
+    entry, tokenizer = definition("BOS / EOS"), bundled.tokenizer
+    assert "the pages read them from the tokenizer in use" not in entry
+    separator = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert start_token_id(tokenizer) == end_token_id(tokenizer) == separator
+    assert separator not in (tokenizer.bos_token_id, tokenizer.eos_token_id)
+    assert (tokenizer.bos_token, tokenizer.eos_token) == ("<|im_start|>", "<|im_end|>")
+    assert "<|endoftext|>" in entry and "<|im_start|> and <|im_end|>" in entry
+
+
+def test_hugging_faces_labels_are_unshifted_and_the_model_shifts_them(bundled):
+    """Issue 28: the entry gave only the shifted sense of "label"."""
+    assert "labels = input_ids" in definition("label") and "shifts them by one place" in definition("label")
+    ids = torch.tensor([bundled.tokenizer("The capital of France is Paris.")["input_ids"]])
+    with torch.no_grad():
+        out = bundled.model(input_ids=ids, labels=ids)
+    shifted = F.cross_entropy(out.logits[0, :-1].float(), ids[0, 1:])
+    assert out.loss.item() == pytest.approx(shifted.item(), abs=1e-5)
+
+
+def test_the_chat_entries_are_true_of_smollm2s_template(bundled):
+    tokenizer = bundled.tokenizer
+    written = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"},
+                                             {"role": "assistant", "content": "Hello!"}], tokenize=False)
+    assert isinstance(tokenizer.chat_template, str) and "{%" in tokenizer.chat_template  # a Jinja template
+    assert "Hello!<|im_end|>" in written and "<|im_end|>" in definition("end-of-turn token")
+    # generation stops at the end-of-turn token
+    assert bundled.model.generation_config.eos_token_id == tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+
+def test_sigmoid_binary_cross_entropy_and_dpo_entries_agree_with_torch():
+    a, b = torch.tensor(0.3, dtype=torch.float64), torch.tensor(-1.2, dtype=torch.float64)
+    assert torch.softmax(torch.stack([a, b]), 0)[1].item() == pytest.approx(torch.sigmoid(b - a).item(), rel=1e-12)
+    assert torch.sigmoid(torch.tensor(0.0)).item() == 0.5
+    for label in (0.0, 1.0):  # binary cross-entropy on s = b - a is the two-way cross-entropy of [a, b]
+        bce = F.binary_cross_entropy_with_logits(b - a, torch.tensor(label, dtype=torch.float64))
+        two_way = F.cross_entropy(torch.stack([a, b])[None], torch.tensor([int(label)]))
+        assert bce.item() == pytest.approx(two_way.item(), rel=1e-12)
+    # before any training the policy is the reference: every log-ratio is 0, the DPO loss -log σ(0) = ln 2
+    assert -F.logsigmoid(torch.tensor(0.1 * 0.0)).item() == pytest.approx(math.log(2))
+    assert "−log σ(0) = ln 2" in definition("reference model")
+    assert "0.1 by default" in definition("β (beta)")  # TRL's DPOConfig: beta: float = 0.1
+
+
+def test_the_unigram_entropy_is_the_best_context_free_loss():
+    from lmviz.core.corpus import unigram_entropy
+
+    tokens = [["a", "b", "a", "c"], ["a", "b"]]
+    flat = [t for s in tokens for t in s]
+    share = {t: flat.count(t) / len(flat) for t in set(flat)}
+    entropy = unigram_entropy(tokens)
+    assert entropy == pytest.approx(-sum(f * math.log(f) for f in share.values()))
+    assert entropy == pytest.approx(sum(-math.log(share[t]) for t in flat) / len(flat))  # the loss of those shares
+    other = {"a": 0.4, "b": 0.4, "c": 0.2}  # any other context-free guess costs more on the same text
+    assert sum(-math.log(other[t]) for t in flat) / len(flat) > entropy
+
+
+def test_the_bert_weights_entry_is_what_bert_loss_computes(tiny_bert_loaded):
+    from lmviz.core.corpus import generate_corpus
+    from lmviz.lessons.bert import analyse_bert_loss
+
+    story = generate_corpus(num_train=0, num_validation=1, seed=0).validation[0].sentences
+    one = analyse_bert_loss(tiny_bert_loaded, story[0], story[1], True, 0, 1.0, 1.0)
+    weighed = analyse_bert_loss(tiny_bert_loaded, story[0], story[1], True, 0, 0.5, 2.0)
+    assert one.total == pytest.approx(one.total_model, abs=1e-5)  # BertForPreTraining: both weights 1
+    assert weighed.total == pytest.approx(0.5 * weighed.mlm_loss + 2.0 * weighed.nsp_loss, rel=1e-6)
+    assert "total = MLM weight × the masked-LM" in definition("MLM weight / NSP weight")

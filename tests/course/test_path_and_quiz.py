@@ -2,6 +2,7 @@
 them, progress kept and carried by links, and the Toy example's questions made from its table."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -221,3 +222,64 @@ def test_bad_input_in_an_answer_box_gets_a_sentence_on_every_page(step):
                    for message in said), (typed, said)
     answer_question(at, key, "1e300")  # a number, only a wrong one
     assert any(message.startswith("Not quite. Hint: ") for message in verdicts(at)["wrong"])
+
+
+def as_read(home: str) -> str:
+    """A Home paragraph as the reader sees its words: each [[word|entry]] mark is the word."""
+    return re.sub(r"\[\[(.+?)\|(.+?)\]\](?!\])", r"\1", home)
+
+
+def test_your_sentence_line_counts_predicted_tokens(tiny_loaded):
+    """Issue 28, point 17: one -log p per predicted token, not per token (the first has nothing before it)."""
+    from lmviz.lessons.causal_lm import analyse_clm
+
+    learn = lesson.find("sentence").learn
+    assert "one -log p per predicted token" in learn and "one -log p per token," not in learn
+    text = "The capital of France is Paris."
+    result = analyse_clm(tiny_loaded, text, add_bos=False)
+    ids = tiny_loaded.tokenizer(text)["input_ids"]
+    assert len(result.rows) == len(ids) - 1 < len(ids)  # one -log p per predicted token: fewer than the tokens
+    assert result.loss == pytest.approx(sum(r.nll for r in result.rows) / (len(ids) - 1), rel=1e-6)
+
+
+def test_masked_lm_line_and_home_say_the_kept_positions_are_scored(tiny_bert_loaded):
+    """Issue 28, point 17: not "scored only where it had to guess": a selected token left as it was is scored too,
+    as Hugging Face's DataCollatorForLanguageModeling labels every selected position (labels[~selected] = -100)."""
+    from lmviz.core.labels import IGNORE_INDEX, Branch
+    from lmviz.lessons.bert import analyse_mlm
+
+    step = lesson.find("masked-lm")
+    home = as_read(step.home)
+    assert "only where it had to guess" not in step.learn and "scored only those positions" not in home
+    assert "is scored at every selected one, hidden or not" in step.learn
+    assert "predict the original at each selected position, the unchanged ones too" in home
+    text = "the cat saw a big red bird and the dog ran to the park near the blue mat"
+    analyses = (analyse_mlm(tiny_bert_loaded, text, seed=seed) for seed in range(200))
+    result = next(r for r in analyses if any(row.branch == Branch.KEPT for row in r.rows))  # a seed that keeps one
+    kept = [row for row in result.rows if row.branch == Branch.KEPT]
+    assert all(row.label == row.token_id != IGNORE_INDEX and row.shown == row.token for row in kept)
+    scored = [row for row in result.rows if row.label != IGNORE_INDEX]
+    assert set(map(id, kept)) <= set(map(id, scored))
+    assert result.loss == pytest.approx(sum(row.nll for row in scored) / len(scored), rel=1e-6)
+    assert result.loss_model == pytest.approx(result.loss, abs=1e-5)  # the model's own loss, on the same labels
+
+
+def test_chat_line_and_home_say_answer_only_is_a_choice_and_count_the_end_of_turn_token(bundled):
+    """Issue 28, point 7: answer-only labels are a choice (TRL's SFTTrainer trains on every token of a plain
+    conversation by default), and lmviz counts the answer with its end-of-turn token, which the lines left out."""
+    from lmviz.core.labels import IGNORE_INDEX
+    from lmviz.lessons.chat_loss import chat_tokens
+
+    step = lesson.find("chat-loss")
+    assert "scores only the answer's tokens" not in step.learn and "counts only the answer" not in step.heading
+    assert "every token it predicts or, by choice, only the answer and its end-of-turn token" in step.learn
+    home = as_read(step.home)
+    assert "Counting only the answer is a choice, not what fine-tuning always does" in home
+    assert "lmviz counts the answer's tokens and its end-of-turn token" in home
+    chat = chat_tokens(bundled.tokenizer, "What is the capital of France?", "Paris.")
+    counted = [p for p, label in enumerate(chat.labels) if label != IGNORE_INDEX]
+    assert counted == chat.answer_positions + chat.end_of_turn_positions
+    assert bundled.tokenizer.decode([chat.input_ids[p] for p in chat.answer_positions]) == "Paris."
+    # SmolLM2's end of turn: nothing between the answer and <|im_end|>, which is counted, last
+    assert chat.end_of_turn_positions == [chat.answer_positions[-1] + 1]
+    assert chat.input_ids[counted[-1]] == bundled.tokenizer.convert_tokens_to_ids("<|im_end|>")

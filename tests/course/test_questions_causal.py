@@ -1,7 +1,9 @@
 """Check yourself on Next token and Chat fine-tuning loss: each expected answer computed here, from the
 model's own forward pass, its own loss or plain Python, on several inputs; and each page accepts a right
-answer, hints at a wrong one and reveals the answer."""
+answer, hints at a wrong one and reveals the answer. For Your sentence (its other questions are checked in
+tests/course/test_path_and_quiz.py), what the count question's sentences name and what its hint says of the chart."""
 
+import json
 import math
 import re
 
@@ -203,3 +205,53 @@ def test_chat_page_checks_hints_and_reveals(bundled):
     answer_question(at, "chat-loss/compare", "above")
     assert any(v.startswith("Right. The answer-only loss, ") for v in verdicts(at)["right"])
     assert not at.exception
+
+
+# --- Your sentence ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("add_bos", [False, True])
+def test_your_sentence_count_names_each_token_it_speaks_of(tiny_loaded, add_bos):
+    """With a start token there are two "first" tokens (the start token, and the text's own first one, which is then
+    a label): the reason and the hint name which they mean, and never call both "the first"."""
+    from lmviz.course.questions.your_sentence import build_questions
+    from lmviz.lessons.causal_lm import analyse_clm
+
+    result = analyse_clm(tiny_loaded, "the cat sat on a mat", add_bos=add_bos)
+    text_ids = tiny_loaded.tokenizer("the cat sat on a mat", add_special_tokens=False)["input_ids"]
+    assert len(result.rows) == len(text_ids) - (0 if add_bos else 1)  # the reference count: the text's tokens
+    for losses_shown in (True, False):
+        count = by_key(build_questions(result, losses_shown=losses_shown))["count"]
+        assert count.answer == len(result.rows)
+        assert count.reason.startswith(f"{len(result.tokens)} tokens give {len(result.rows)} labels")
+        if add_bos:
+            start, text_first = result.tokens[0], result.tokens[1]
+            assert start == readable_token(tiny_loaded.tokenizer, result.input_ids[0]) == "<|endoftext|>"
+            assert f"except the start token, {start}, which has nothing before it" in count.reason
+            assert f"every token of the text is a label, {text_first} too" in count.reason
+            assert "the first" not in count.reason  # the old reason said it of the start token and of "the"
+            assert losses_shown or "except the start token, which has nothing before it" in count.hint
+        else:
+            assert f"except the first, {result.tokens[0]}, which has nothing before it" in count.reason
+            assert "start token" not in count.reason
+            assert losses_shown or "except the first, which has nothing before it" in count.hint
+
+
+def test_your_sentence_hint_says_what_the_chart_really_shows(bundled):
+    """The chart of section 3 draws the labels in the text's order, each bar its -log p: it ranks nothing, and the
+    hint says what it shows."""
+    from lmviz.course.questions.your_sentence import build_questions
+    from lmviz.lessons.causal_lm import analyse_clm
+
+    text = "The capital of France is Paris."
+    hint = by_key(build_questions(analyse_clm(bundled, text)))["highest"].hint
+    assert hint.endswith("the chart of section 3 shows each one's -log p.") and "rank" not in hint
+    at = open_page("app_pages/your_sentence.py")
+    bars = next(c for c in at.get("plotly_chart") if "token_loss_bars" in str(c.proto.id))
+    data = json.loads(bars.proto.spec)["data"][0]
+    ids = bundled.tokenizer(text, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = bundled.model(input_ids=torch.tensor([ids])).logits[0]
+    reference = F.cross_entropy(logits[:-1].float(), torch.tensor(ids[1:]), reduction="none").tolist()
+    assert data["x"] == list(range(len(reference)))  # in position order, not sorted by cost
+    assert data["y"] == pytest.approx(reference, abs=1e-5)
+    assert data["y"] != sorted(data["y"], reverse=True)

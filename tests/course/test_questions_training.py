@@ -2,8 +2,10 @@
 worked out here by hand or by the Hugging Face model's own loss, on several inputs of the page, and
 compared with the question's; then each page accepts a right answer, hints at a wrong one, reveals."""
 
+import json
 import math
 import re
+from collections import Counter
 
 import pytest
 import torch
@@ -15,9 +17,10 @@ from lmviz.core.numbers import fmt
 from lmviz.course import registry as lesson
 from lmviz.course.questions.batches import build_questions
 from lmviz.course.questions.train import build_questions as training_questions
+from lmviz.course.questions.train import token_part
 from lmviz.lessons.batches import batch_losses, labels_for, pad_batch
 from lmviz.lessons.training import Trainer, make_batch, train_tokenizer
-from tests.helpers import answer_question, open_page, verdicts
+from tests.helpers import answer_question, open_page, unescaped, verdicts
 
 EOS = 2
 # Batches of token ids for the tiny GPT-2 (0 pads them): lengths that differ, and lengths that do not.
@@ -126,6 +129,8 @@ def test_train_questions_follow_the_model_and_its_training(objective, corpus):
     assert before["start"].answer == pytest.approx(math.log(size), abs=1e-12)
     assert before["start"].answer == pytest.approx(untrained, abs=0.1)  # where the model does start
     assert before["perplexity"].answer == size and f"ln {size}" in before["perplexity"].ask
+    # a perplexity, not a count: checked within the tolerance like every number (issue 28, point 3)
+    assert not before["perplexity"].is_count and before["perplexity"].tolerance == pytest.approx(0.01 * size)
 
     list(trainer.run(5))
     after = {q.key: q for q in training_questions(objective, len(trainer.tokenizer), trainer.history)}
@@ -133,6 +138,13 @@ def test_train_questions_follow_the_model_and_its_training(objective, corpus):
     assert after["perplexity"].answer == pytest.approx(math.exp(hf_token_loss(trainer)), rel=1e-4)
     assert after["perplexity"].answer < size  # five steps have taught it something
     assert "At step 5, “Validation loss: " in after["perplexity"].ask
+    # Issue 28, point 2: where it started is the record of step 0, the untrained model's own loss, not V
+    recorded = trainer.history[0].validation[token_part(objective)]
+    assert trainer.history[0].step == 0 and recorded == pytest.approx(untrained, abs=1e-5)  # the model's own loss
+    shown = f"e^{fmt(recorded)} = {fmt(math.exp(recorded), 4)}"
+    assert f"At step 0, before any training, it was {shown}, near V = {size}" in after["perplexity"].reason
+    assert f"(it started at {size})" not in after["perplexity"].reason  # the old claim: e^(step 0's loss) is not V
+    assert abs(math.exp(untrained) - size) > 0.5 and abs(math.exp(untrained) - size) < 0.1 * size  # near V, not V
 
 
 def test_the_two_training_texts_have_other_vocabularies():
@@ -151,7 +163,7 @@ def test_train_page_checks_hints_and_reveals_before_and_after_training():
     answer_question(at, "train/start", "1")
     assert any(m.startswith("Not quite. Hint: knowing nothing") for m in verdicts(at)["wrong"])
     answer_question(at, "train/perplexity", reveal=True)
-    assert any(m.startswith(f"The answer: {size}. Perplexity is e^loss") for m in verdicts(at)["revealed"])
+    assert any(m.startswith(f"The answer: {fmt(size, 4)}. Perplexity is e^loss") for m in verdicts(at)["revealed"])
 
     at.number_input(key="train_steps").set_value(10)
     at.button[0].click().run(timeout=300)  # "Train"
@@ -178,3 +190,50 @@ def test_train_page_asks_about_the_text_it_would_train_on():
     said = [c for c in captions if c.startswith("Check yourself: its questions need a text")]
     assert len(said) == 1 and "40 sentences" in said[0]
     assert not [box for box in at.text_input if box.key.startswith("quiz-answer-train/")]
+
+
+def legend_lines(at) -> dict[str, float]:
+    """The chart's reference lines as its legend names them ("name: value"), with the value shown."""
+    figure = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    names = [t.get("name", "") for t in figure["data"]]
+    return {name.rsplit(": ", 1)[0]: float(name.rsplit(": ", 1)[1]) for name in names
+            if not name.startswith(("training loss", "validation loss"))}
+
+
+@pytest.mark.parametrize("objective", ["clm", "mlm+nsp"])
+def test_train_page_explains_every_line_of_its_legend_and_where_it_started(objective):
+    """From a classroom rehearsal: "unigram entropy of the corpus" was in the legend, unexplained. Issue 28,
+    point 2: the perplexity's reason says where the model started from the record of step 0."""
+    at = open_page("app_pages/train.py")
+    at.selectbox(key="train_objective").set_value(objective).run()
+    at.number_input(key="train_steps").set_value(10)
+    at.button[0].click().run(timeout=300)
+    assert not at.exception and not at.error
+    trainer = at.session_state["trainer"]
+    lines = legend_lines(at)
+    linked = [unescaped(c.value) for c in at.caption if c.value.startswith("The chart's reference lines")]
+    assert len(linked) == 1 and "[unigram entropy](glossary#unigram-entropy)" in linked[0]  # and in the glossary
+    said = [re.sub(r"\[([^\]]+)\]\(glossary[^)]*\)", r"\1", linked[0])]  # as read: each link its word
+    for name in lines:  # every line of the legend, quoted and explained
+        assert f"“{name}” is " in said[0], name
+    unigram = "unigram entropy of the corpus"
+    assert unigram in lines and f"“{unigram}” is −Σ f ln f, where f is each token's share of the training text" \
+        in said[0] and "knows how often each token occurs but ignores the tokens around it" in said[0]
+    # the number, from the training text by hand: each token's share f, and the loss of predicting every token
+    # of that text with its own share, which is what the caption says the line is
+    end = [trainer.tokenizer.sep_token] if objective == "clm" else []
+    tokens = [t for story in trainer.corpus.train for t in trainer.tokenizer.tokenize(story.text) + end]
+    shares = {t: n / len(tokens) for t, n in Counter(tokens).items()}
+    entropy = -sum(f * math.log(f) for f in shares.values())
+    assert entropy == pytest.approx(sum(-math.log(shares[t]) for t in tokens) / len(tokens), rel=1e-12)
+    assert lines[unigram] == float(fmt(entropy))
+    size = len(trainer.tokenizer)
+    assert lines[f"uniform guess: ln V = ln {size}"] == float(fmt(math.log(size)))
+
+    answer_question(at, "train/perplexity", reveal=True)
+    start = trainer.history[0]
+    assert start.step == 0 and start.train is None  # the record of the untrained model
+    loss = start.validation[token_part(objective)]
+    assert any(f"At step 0, before any training, it was e^{fmt(loss)} = {fmt(math.exp(loss), 4)}, near V = {size}"
+               in m for m in verdicts(at)["revealed"])
+    assert not any(f"(it started at {size})" in m for m in verdicts(at)["revealed"])

@@ -2,20 +2,26 @@
 torch.multinomial, model.generate, and the rows of lmviz.lessons.causal_lm.analyse_clm ("Your sentence")."""
 
 import math
+from decimal import Decimal
 
 import pytest
 import torch
 
+from lmviz.core.numbers import fmt, fmt_prob
 from lmviz.errors import NothingToScore
 from lmviz.lessons.causal_lm import analyse_clm, length_limit
 from lmviz.lessons.next_token import (
     BadInput,
+    Candidate,
     append_token,
     distribution,
     greedy_token,
+    hand_digits,
+    hand_exponent,
     if_true_next,
     next_token_logits,
     next_token_logits_from_ids,
+    row_in_whole_text,
     sample_token,
     softmax_with_temperature,
 )
@@ -261,3 +267,43 @@ def test_prefix_ids_outside_the_vocabulary_are_refused(tiny_loaded, ids):
     with pytest.raises((BadInput, NothingToScore)) as refused:
         next_token_logits_from_ids(tiny_loaded, ids)
     assert one_sentence(str(refused.value))
+
+
+@pytest.mark.parametrize("add_bos", [False, True])
+def test_the_row_in_the_whole_text_is_your_sentences_row_for_that_position(bundled, add_bos):
+    analysis = analyse_clm(bundled, TEXT, add_bos=add_bos)
+    for t, row in enumerate(analysis.rows):
+        result = next_token_logits_from_ids(bundled, analysis.input_ids[:t + 1], bos_added=add_bos)
+        assert row_in_whole_text(result, row.target_id, analysis) is row
+        other = (row.target_id + 1) % result.vocab_size  # a text continued otherwise has no such row
+        assert row_in_whole_text(result, other, analysis) is None
+
+
+def test_a_prefix_kept_to_its_end_is_no_position_of_a_text_read_from_its_start(tiny_loaded):
+    text = "the cat sat on a mat " * 40  # longer than the tiny model reads: kept to its end here
+    result = next_token_logits(tiny_loaded, text)
+    token = greedy_token(result.logits)
+    whole = analyse_clm(tiny_loaded, text + tiny_loaded.tokenizer.decode([token]))  # cut to its start there
+    assert result.truncated_from and whole.truncated_from
+    assert row_in_whole_text(result, token, whole) is None
+
+
+def by_hand(candidate: Candidate, log_normalizer: float, digits: int) -> str:
+    """What a learner gets from the two exponents written with ``digits`` decimals: e^(their difference)."""
+    written = Decimal(fmt(candidate.scaled_logit, digits)) - Decimal(fmt(log_normalizer, digits))
+    return fmt_prob(math.exp(written))
+
+
+@pytest.mark.parametrize("temperature", [0.1, 0.3, 0.5, 1.0, 1.3, 2.0])
+def test_the_worked_softmax_is_written_with_the_fewest_digits_that_give_p_back(bundled, paris, temperature):
+    dist = distribution(paris, bundled.tokenizer, temperature, top_k=3)
+    for candidate in dist.top:
+        digits = hand_digits(candidate, dist.log_normalizer)
+        assert digits is not None and 5 <= digits
+        assert by_hand(candidate, dist.log_normalizer, digits) == fmt_prob(candidate.prob)
+        assert digits == 5 or by_hand(candidate, dist.log_normalizer, digits - 1) != fmt_prob(candidate.prob)
+        assert hand_exponent(candidate.scaled_logit, dist.log_normalizer, digits) == float(
+            Decimal(fmt(candidate.scaled_logit, digits)) - Decimal(fmt(dist.log_normalizer, digits)))
+    top = distribution(paris, bundled.tokenizer, 1.0, top_k=1).top[0]
+    # the example of issue 28: 5 decimals give 0.772534, the page's p is 0.772532
+    assert by_hand(top, distribution(paris, bundled.tokenizer, 1.0, top_k=1).log_normalizer, 5) != fmt_prob(top.prob)

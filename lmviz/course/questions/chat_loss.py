@@ -23,13 +23,17 @@ def build_questions(result: SftAnalysis) -> list[Question]:
 def _count_question(result: SftAnalysis) -> Question:
     chat, masked = result.chat, result.counted_all - result.counted_answer
     end = " ".join(chat.tokens[p] for p in chat.end_of_turn_positions)
+    # built from what was found: a template may write nothing after the answer, and then nothing ends its turn
+    ends = (f", and so does what ends its turn, {end}" if end else
+            " (the template writes nothing after the answer, so no end-of-turn token counts)")
     return Question(
-        "count", "How many labels count in this fine-tuning loss (are not -100)?", result.counted_answer, digits=0,
-        reason=f"The answer's {len(chat.answer_positions)} tokens count, and so does what ends its turn, {end}: "
-               f"{result.counted_answer} labels; the other {masked} of the {result.counted_all} positions have label "
-               f"{IGNORE_INDEX} and add nothing.",
-        hint="count the rows marked ✓ yes in the table of section 2, Inputs and labels (its toggle, Only the "
-             "positions that count, keeps just those).")
+        "count", "How many labels count in lmviz's answer-only loss (are not -100)?", result.counted_answer,
+        digits=0,
+        reason=f"The answer's {len(chat.answer_positions)} tokens count{ends}: {result.counted_answer} labels; the "
+               f"other {masked} of the {result.counted_all} positions have label {IGNORE_INDEX} and add nothing.",
+        hint="with Which labels count on its first choice, the answer and its end-of-turn token, count the rows "
+             "marked ✓ yes in the table of section 2, Inputs and labels (its toggle, Only the positions that count, "
+             "keeps just those).")
 
 
 def _compare_question(result: SftAnalysis) -> Question:
@@ -46,10 +50,9 @@ def _compare_question(result: SftAnalysis) -> Question:
         why = (f"the other {len(masked)} positions, outside the answer, average -log p = "
                f"{fmt(sum(masked) / len(masked))}, so taking them in {effect}.")
     return Question(
-        "compare", "Is the answer-only loss above or below the loss over every token (if nothing were masked)?",
+        "compare", "Is lmviz's answer-only loss above or below the loss over every token (if nothing were masked)?",
         choice, choices=("above", "below", "equal"),
         reason=f"The answer-only loss, {answer_only}, is the mean -log p of the {result.counted_answer} counted "
                f"positions; {why}",
         hint="compare the two numbers in the panel at the top, Answer-only loss (SFT) and Loss if nothing were "
-             "masked; section 3, The answer-only loss, and the loss if the prompt were not masked, says what each "
-             "averages.")
+             "masked; section 3, The loss with each choice of labels, says what each averages.")

@@ -47,14 +47,26 @@ def _perplexity_question(part: str, vocab_size: int, history: list[StepRecord]) 
     hint = ("perplexity is e^loss, the loss turned back into a number of equally likely tokens (the paragraph at "
             "the top of the page links its glossary entry).")
     if not history:
+        # e^(ln V) is V, yet it is a perplexity, not a count: checked within the tolerance like every number
         return Question("perplexity", f"What is the perplexity of that starting loss, ln {vocab_size}?",
-                        float(vocab_size), digits=0, hint=hint,
-                        reason=f"Perplexity is e^loss, and e^(ln {vocab_size}) = {vocab_size}: the untrained model is "
-                               f"as unsure as a uniform choice among all {vocab_size} tokens.")
+                        float(vocab_size), digits=PERPLEXITY_DIGITS, hint=hint,
+                        reason=f"Perplexity is e^loss, and e^(ln {vocab_size}) = {vocab_size}, the perplexity of a "
+                               f"uniform guess over the {vocab_size} tokens. An untrained model starts near it: "
+                               "press Train, and step 0 records where this one does.")
     latest = next(r for r in reversed(history) if r.validation is not None)
     loss = latest.validation[part]
     return Question(
         "perplexity", f"At step {latest.step}, “Validation loss: {part}” is {fmt(loss)}. What is its perplexity?",
         math.exp(loss), digits=PERPLEXITY_DIGITS, hint=hint,
         reason=f"Perplexity is e^loss: e^{fmt(loss)} = {fmt(math.exp(loss), PERPLEXITY_DIGITS)}, as unsure as a "
-               f"uniform choice among that many of the {vocab_size} tokens (it started at {vocab_size}).")
+               f"uniform choice among that many tokens." + _from_step_zero(part, vocab_size, history[0], latest))
+
+
+def _from_step_zero(part: str, vocab_size: int, start: StepRecord, latest: StepRecord) -> str:
+    """Where the same perplexity stood at step 0, from the record of that step, not V: the untrained model's
+    weights are random, so it starts near a uniform guess, not on it (195.05 for V = 193 on lmviz's stories)."""
+    loss = start.validation[part]
+    if latest is start:
+        return f" This is step 0, the untrained model: near V = {vocab_size}, the perplexity of a uniform guess."
+    return (f" At step 0, before any training, it was e^{fmt(loss)} = {fmt(math.exp(loss), PERPLEXITY_DIGITS)}, "
+            f"near V = {vocab_size}, the perplexity of a uniform guess.")

@@ -29,7 +29,11 @@ def build_questions(result: ClmAnalysis, losses_shown: bool = True) -> list[Ques
     # the costliest label among others spread evenly over the text, in the text's order
     offered = sorted({costliest} | {round(i * (len(rows) - 1) / (CHOICES - 2)) for i in range(CHOICES - 1)}
                      if len(rows) > CHOICES else range(len(rows)))
-    start = " and the start token makes the first token a label too" if result.bos_added else ""
+    first = result.tokens[0]
+    # with a start token, "the first" token is the start token, and the text's own first token is a label: the
+    # sentences name each of the two, never both "the first"
+    unlabelled = (f"the start token, {first}, which has nothing before it; so every token of the text is a label, "
+                  f"{result.tokens[1]} too" if result.bos_added else f"the first, {first}, which has nothing before it")
     questions = [
         Question("highest", "Predict before you look: which label will cost the most, the largest -log p?",
                  label_name(rows[costliest]), choices=tuple(label_name(rows[t]) for t in offered),
@@ -38,14 +42,15 @@ def build_questions(result: ClmAnalysis, losses_shown: bool = True) -> list[Ques
                         "the less likely the model found the label, the more it costs.",
                  hint="the label the model could least expect from the tokens before it costs most: often an early "
                       "one, with little before it, or a name; "
-                      + ("the chart of section 3 ranks them all." if losses_shown else
+                      + ("the chart of section 3 shows each one's -log p." if losses_shown else
                          "section 1 shows the tokens, and the losses appear once you answer.")),
         Question("count", "Over how many labels is this text's loss the mean?", len(rows), digits=0,
                  reason=f"{len(result.tokens)} tokens give {len(rows)} labels: every token is predicted from the "
-                        f"ones before it, except the first, which has none{start}.",
+                        f"ones before it, except {unlabelled}.",
                  hint="count the rows of the table of section 2: one per label, the next token at each position."
                       if losses_shown else "count the tokens of section 1, less one: every token is a label except "
-                                           "the first, which has nothing before it."),
+                                           + ("the start token, which has nothing before it." if result.bos_added
+                                              else "the first, which has nothing before it.")),
     ]
     if math.isfinite(result.perplexity):
         questions.append(Question(
