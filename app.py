@@ -6,7 +6,7 @@ Run with:  streamlit run app.py
 import streamlit as st
 
 from lmviz.app.chrome import page_style, presentation_switch
-from lmviz.app.path import lesson_footer, lesson_header
+from lmviz.app.path import land_at_top, lesson_footer, lesson_header
 from lmviz.app.warm import warm_start
 from lmviz.course.registry import PATH
 
@@ -23,6 +23,7 @@ pages = {lesson.url_path: st.Page(lesson.page, title=lesson.title, icon=lesson.i
          for lesson in PATH}
 glossary = st.Page("app_pages/glossary.py", title="Glossary", icon=":material/menu_book:", url_path="glossary")
 page = st.navigation([home, *pages.values(), glossary])
+land_at_top(page)  # a page switch opens the new page at its top, not at the old page's offset
 lesson = next((lesson for lesson in PATH if pages[lesson.url_path] is page), None)
 if lesson:
     lesson_header(lesson)

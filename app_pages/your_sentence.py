@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
-from lmviz.app.chrome import term
+from lmviz.app.chrome import key_table, term
 from lmviz.app.path import check_yourself, is_answered
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -246,7 +246,7 @@ else:
     show_top_k = st.toggle("Show the model's top 5 guesses at each position")
     if show_top_k:
         table["top 5 guesses"] = [", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in result.rows]
-    st.dataframe(table, hide_index=True, column_config={"top 5 guesses": st.column_config.TextColumn(width="large")})
+    key_table(table, hide_index=True, column_config={"top 5 guesses": st.column_config.TextColumn(width="large")})
     st.caption(f"{len(result.tokens)} tokens give {len(result.rows)} predictions: the last token has no next token. "
                "Rank 1 means the label was the model's favourite.")
     # A row's p is one entry of a whole distribution over the vocabulary: the Next token page shows it all.

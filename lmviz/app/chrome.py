@@ -15,19 +15,48 @@ BODY_PX, CHART_PX = 24, 18  # presentation mode; otherwise Streamlit's 16 px and
 
 
 NORMAL_CHART_PX = 14
+METRIC_PX, METRIC_LABEL_PX = 40, 18  # presentation mode; otherwise Streamlit's 36 px and 14 px
 
 
 # Streamlit sizes its text in rem: a larger root font scales widgets, tables and headings together;
 # body text (0.875 rem) is then set to BODY_PX itself, and the title kept to two lines at 1280 px.
+# The headline numbers (st.metric, 36 px otherwise) get METRIC_PX, larger than the body text, and their labels
+# wrap rather than end in "…". st.dataframe draws on a canvas at 0.875 rem (17.5 px here), which no CSS reaches:
+# a page's key table goes through key_table, an HTML table (st.table) at the body text's size in this mode.
 PRESENTATION_CSS = f"""<style>
 html {{ font-size: 20px; }}
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
 [data-testid="stCaptionContainer"], [data-testid="stWidgetLabel"] p,
 [data-testid="stText"] {{ font-size: {BODY_PX}px; }}
 [data-testid="stMain"] h1 {{ font-size: 2rem; }}
-[data-testid="stMetricLabel"] p {{ font-size: 18px !important; }}
-[data-testid="stMetricValue"], [data-testid="stMetricValue"] p {{ font-size: 1.6rem !important; }}
+[data-testid="stMetricLabel"] p {{ font-size: {METRIC_LABEL_PX}px !important; }}
+[data-testid="stMetricLabel"] [data-testid="stMarkdownContainer"],
+[data-testid="stMetricLabel"] p {{ white-space: normal; overflow: visible; text-overflow: clip; line-height: 1.25; }}
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] p {{ font-size: {METRIC_PX}px !important; }}
+[data-testid="stTable"] th, [data-testid="stTable"] td {{ font-size: {BODY_PX}px; }}
 </style>"""
+
+
+# Streamlit keeps a sidebar opened or closed by hand in the browser's localStorage, and that choice outranks
+# initial_sidebar_state: a teacher who had opened it once found it open again after a reload in presentation
+# mode. So the sidebar is folded with Streamlit's own Collapse button, once per page load (a reload, a link) and
+# once each time the mode is turned on; opened again by hand (the arrow at the top left), it stays open until the
+# next reload. The element that carries the script takes no room on the page.
+FOLD_SIDEBAR = """<style>[data-testid="stElementContainer"]:has(#lmviz-fold-sidebar) {{ display: none; }}</style>
+<script id="lmviz-fold-sidebar">(() => {{
+  if (window.lmvizSidebarFolded === {turned_on}) return;
+  window.lmvizSidebarFolded = {turned_on};
+  const until = Date.now() + 10000;
+  const fold = () => {{
+    const collapse = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
+    if (collapse) collapse.click();
+    else if (!document.querySelector('[data-testid="stExpandSidebarButton"]') && Date.now() < until)
+      setTimeout(fold, 100);
+  }};
+  fold();
+}})();</script>"""
+TURNED_ON = "present-turned-on"  # session state: how many times the mode was turned on (a link or F5 counts 1)
+WAS_ON = "present-was-on"
 
 
 RESULT_PANEL = "result-panel"  # the container key; Streamlit gives it the CSS class st-key-result-panel
@@ -51,14 +80,43 @@ def page_style() -> None:
 
 def presentation_switch() -> bool:
     """A switch in the sidebar, on every page; ?present=1 in a link turns it on. The
-    widget lives in app.py, so its state stays with the session from page to page."""
+    widget lives in app.py, so its state stays with the session from page to page.
+
+    On, it collapses the sidebar (Streamlit's own control in the header opens it again, switch included)
+    and keeps ?present=1 in the address, so that a reload (F5) or a copied link opens in presentation mode."""
     if PRESENT_KEY not in st.session_state:
         st.session_state[PRESENT_KEY] = st.query_params.get(PRESENT_KEY) == "1"
     on = st.sidebar.toggle("Presentation mode", key=PRESENT_KEY,
-                           help="Larger text and charts for a projector; stays on from page to page.")
+                           help="Larger text and charts for a projector, the sidebar folded (the arrow at the "
+                                "top left opens it again); stays on from page to page and after a reload.")
     if on:
+        st.set_page_config(initial_sidebar_state="collapsed")
         st.html(PRESENTATION_CSS)
+        if not st.session_state.get(WAS_ON):
+            st.session_state[TURNED_ON] = st.session_state.get(TURNED_ON, 0) + 1
+        st.html(FOLD_SIDEBAR.format(turned_on=st.session_state[TURNED_ON]), unsafe_allow_javascript=True)
+        if st.query_params.get(PRESENT_KEY) != "1":
+            st.query_params[PRESENT_KEY] = "1"
+    else:
+        st.set_page_config(initial_sidebar_state="auto")
+        if PRESENT_KEY in st.query_params:
+            del st.query_params[PRESENT_KEY]
+    st.session_state[WAS_ON] = on
     return on
+
+
+def present_params() -> dict[str, str]:
+    """The query parameter that carries presentation mode in a link: empty when it is off."""
+    return {PRESENT_KEY: "1"} if presenting() else {}
+
+
+def key_table(data, **dataframe_options) -> None:
+    """A page's key table: st.dataframe, or in presentation mode an HTML table (st.table) whose text is the
+    body text's size, readable at the back (st.dataframe's canvas keeps 0.875 rem whatever the CSS says)."""
+    if presenting():
+        st.table(data, hide_index=dataframe_options.get("hide_index"))
+    else:
+        st.dataframe(data, **dataframe_options)
 
 
 def presenting() -> bool:

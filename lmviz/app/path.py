@@ -3,9 +3,11 @@ learner's progress, and the check-yourself questions with their verdicts."""
 
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 
-from lmviz.app.chrome import terms_linked
+from lmviz.app.chrome import present_params, terms_linked
 from lmviz.core.text import escape_markdown
 from lmviz.course import quiz, registry
 
@@ -26,11 +28,32 @@ def lesson_header(lesson: registry.Lesson) -> None:
     st.title(lesson.heading)
 
 
+# Streamlit keeps the main area's scroll offset when the page changes (it has never reset it: streamlit#3201). A
+# new page landed at its top only when the old page had been cleared a frame before the new one drew; when both
+# came in one frame (a quick page, or a cached one) it opened at the old offset, clamped to its own length: at its
+# bottom, with its Next link under the pointer. This script scrolls to the top when the page differs from the one
+# this tab showed last; a rerun of the same page keeps the learner's place (its text is the same, so it does not
+# run again), and a page opened afresh (a reload, a glossary link's #entry in a new tab) is left to the browser.
+TOP_OF_NEW_PAGE = """<style>[data-testid="stElementContainer"]:has(#lmviz-page-top) {{ display: none; }}</style>
+<script id="lmviz-page-top">(() => {{
+  const page = {page}, before = window.lmvizPage;
+  window.lmvizPage = page;
+  if (before !== undefined && before !== page) document.querySelector('[data-testid="stMain"]')?.scrollTo(0, 0);
+}})();</script>"""
+
+
+def land_at_top(page) -> None:
+    """Each page switch lands at the new page's top: a link at the bottom of one page (Next, Previous) or in the
+    sidebar opens the next at its title. Called first in every run, before anything is drawn in the main area."""
+    st.html(TOP_OF_NEW_PAGE.format(page=json.dumps(page.url_path)), unsafe_allow_javascript=True)
+
+
 def lesson_footer(lesson: registry.Lesson) -> None:
     """At the end of the page: previous / next, carrying the learner's progress in the link."""
     done = answered()
     code = registry.progress_code(done)
-    carried = {registry.ANSWERED_PARAM: code} if code else None
+    # progress and presentation mode ride in the links: a bookmarked or reloaded page keeps both
+    carried = {**({registry.ANSWERED_PARAM: code} if code else {}), **present_params()} or None
     earlier, later = registry.neighbours(lesson)
     st.divider()
     left, right = st.columns(2)

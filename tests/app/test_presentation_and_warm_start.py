@@ -31,6 +31,28 @@ def test_presentation_mode_from_a_link_stays_on_from_page_to_page():
     assert not any(f"font-size: {chrome.BODY_PX}px" in h.proto.body for h in at.get("html"))
 
 
+def footer_queries(at) -> dict[str, str]:
+    """The lesson footer's links (Previous / Next / back to Home): label -> query string."""
+    return {link.proto.label: link.proto.query_string for link in at.get("page_link")
+            if link.proto.label.startswith(("Previous:", "Next:", "The end of the path"))}
+
+
+def test_presentation_mode_is_kept_in_the_address_and_the_lesson_links():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.toggle(key=chrome.PRESENT_KEY).set_value(True).run()  # the switch: ?present=1 joins the address
+    assert at.query_params[chrome.PRESENT_KEY] == "1"
+    assert any("stSidebarCollapseButton" in h.proto.body for h in at.get("html"))  # the sidebar is folded
+    at.switch_page("app_pages/toy_example.py").run()
+    assert not at.exception and at.query_params[chrome.PRESENT_KEY] == "1"
+    links = footer_queries(at)
+    assert links and all("present=1" in query for query in links.values()), links
+    at.toggle(key=chrome.PRESENT_KEY).set_value(False).run()  # off: gone from the address and the links
+    assert chrome.PRESENT_KEY not in at.query_params
+    assert not any("present=1" in query for query in footer_queries(at).values())
+    assert not any("stSidebarCollapseButton" in h.proto.body for h in at.get("html"))
+
+
 def test_opening_any_page_warms_the_bundled_model_in_the_background(monkeypatch):
     from lmviz.app import caches
     from lmviz.models.loading import DEFAULT_MODEL

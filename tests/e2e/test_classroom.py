@@ -1,6 +1,7 @@
 """On a 1280×720 projector: after each control a teacher uses, the number it changed is on screen
 with the control, showing the new value; presentation mode's text is large enough for the back row."""
 
+import re
 from urllib.parse import quote
 
 from playwright.sync_api import expect
@@ -116,21 +117,114 @@ def test_training_twenty_steps(projector, server):
     visible_value(projector, "Validation loss: next token")
 
 
+BODY_PX = ("parseFloat(getComputedStyle(document.querySelector("
+           "'[data-testid=stMain] [data-testid=stMarkdownContainer] p')).fontSize)")
+
+
+def sidebar_width(tab) -> float:
+    """The sidebar's width on screen: 0 once Streamlit has folded it (waiting for its animation to end)."""
+    tab.wait_for_timeout(600)
+    return tab.locator("[data-testid='stSidebar']").bounding_box()["width"]
+
+
+def panel_metrics(tab) -> list[dict]:
+    """Each metric of the pinned result panel: its value's and label's font size, and whether either is cut
+    (Streamlit ends a text too wide for its column with "…")."""
+    return tab.evaluate("""[...document.querySelectorAll('.st-key-result-panel [data-testid=stMetric]')].map(m => {
+        const value = m.querySelector('[data-testid=stMetricValue] [data-testid=stMarkdownContainer]'),
+              label = m.querySelector('[data-testid=stMetricLabel] [data-testid=stMarkdownContainer]'),
+              cut = e => e.scrollWidth > e.clientWidth + 1;
+        return {label: label.innerText, value_px: parseFloat(getComputedStyle(value).fontSize),
+                label_px: parseFloat(getComputedStyle(label.querySelector('p')).fontSize),
+                value_cut: cut(value), label_cut: cut(label)}; })""")
+
+
 def test_presentation_mode_is_large_and_stays_on(projector, server):
     projector.goto(f"{server}/sentence?present=1")
     settle(projector)
-    body = projector.evaluate(
-        "parseFloat(getComputedStyle(document.querySelector('[data-testid=stMarkdownContainer] p')).fontSize)")
-    assert body >= 24
+    assert projector.evaluate(BODY_PX) >= 24
     projector.wait_for_selector(".js-plotly-plot .xtitle", timeout=60_000)
     chart = projector.evaluate("parseFloat(document.querySelector('.js-plotly-plot .xtitle').style.fontSize)")
     assert chart >= 18
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     projector.screenshot(path=str(ARTIFACTS / "sentence-presentation.png"))  # what the back row sees
+    projector.get_by_test_id("stExpandSidebarButton").click()  # the sidebar is folded: open it, as a teacher does
     projector.get_by_role("link", name="Masked LM").click()  # the sidebar: same session, next page
     settle(projector)
-    assert projector.evaluate(
-        "parseFloat(getComputedStyle(document.querySelector('[data-testid=stMarkdownContainer] p')).fontSize)") >= 24
+    assert projector.evaluate(BODY_PX) >= 24
+
+
+def test_presentation_mode_folds_the_sidebar_with_a_way_back(projector, server):
+    """At 1280 px an open sidebar takes 300 px from the numbers. Presentation mode folds it, from a link and from
+    the switch, and again after a reload although it was opened by hand (Streamlit remembers that choice);
+    Streamlit's own arrow opens it again, the switch in it."""
+    projector.goto(f"{server}/toy")
+    settle(projector)
+    assert sidebar_width(projector) >= 250  # default mode: open
+    projector.get_by_text("Presentation mode", exact=True).click()
+    settle(projector)
+    assert sidebar_width(projector) == 0
+    projector.get_by_test_id("stExpandSidebarButton").click()  # the way back to the switch
+    switch = projector.get_by_text("Presentation mode", exact=True)
+    switch.scroll_into_view_if_needed()  # below the pages' links in the sidebar
+    expect(switch).to_be_in_viewport()
+    assert sidebar_width(projector) >= 250
+    projector.reload()  # opened by hand, then F5: folded again
+    settle(projector)
+    assert sidebar_width(projector) == 0
+    projector.goto(f"{server}/sentence?present=1")  # a link in presentation mode
+    settle(projector)
+    assert sidebar_width(projector) == 0
+
+
+def test_presentation_mode_headline_numbers_are_larger_and_whole(projector, server):
+    """The pinned panel's numbers at least as large as in default mode and larger than the body text; no label
+    or value cut at 1280 px (in default mode, with the sidebar open, "Uniform guess: ln V" was "Uniform gue…")."""
+    projector.goto(f"{server}/sentence")
+    settle(projector)
+    default_px = panel_metrics(projector)[0]["value_px"]
+    for path in ("sentence", "chat-loss", "batches", "nsp"):
+        projector.goto(f"{server}/{path}?present=1")
+        settle(projector)
+        expect(projector.locator(".st-key-result-panel [data-testid='stMetric']").first).to_be_visible()
+        body = projector.evaluate(BODY_PX)
+        for shown in panel_metrics(projector):
+            assert shown["value_px"] >= default_px and shown["value_px"] > body, (path, shown, default_px, body)
+            assert not shown["value_cut"] and not shown["label_cut"], (path, shown)
+
+
+def test_presentation_mode_key_table_is_body_text_size(projector, server):
+    """Your sentence's per-token table, the one its numbers come from: its text at least the body text's size
+    (st.dataframe draws its cells on a canvas at 0.875 rem whatever the CSS says)."""
+    projector.goto(f"{server}/sentence?present=1")
+    settle(projector)
+    body = projector.evaluate(BODY_PX)
+    table = projector.locator("[data-testid='stTable']", has_text="label (next token)")
+    expect(table).to_have_count(1)
+    table.scroll_into_view_if_needed()
+    cells = table.evaluate("t => [...t.querySelectorAll('th, td')].map(c => parseFloat(getComputedStyle(c).fontSize))")
+    assert cells and min(cells) >= body >= 24, (cells, body)
+    projector.screenshot(path=str(ARTIFACTS / "sentence-presentation-table.png"))
+
+
+def test_presentation_mode_survives_a_reload_and_the_lesson_links(projector, server):
+    """Turned on with the switch, the mode is in the address: F5 keeps it, and so do the path's Next links."""
+    projector.goto(f"{server}/toy")
+    settle(projector)
+    projector.get_by_text("Presentation mode", exact=True).click()
+    settle(projector)
+    expect(projector).to_have_url(re.compile(r"[?&]present=1"))
+    projector.reload()
+    settle(projector)
+    assert projector.evaluate(BODY_PX) >= 24
+    next_link = projector.get_by_role("link", name="Next: Your sentence")
+    assert "present=1" in next_link.get_attribute("href")
+    next_link.click()
+    settle(projector)
+    expect(projector).to_have_url(re.compile(r"/sentence\?.*present=1"))
+    projector.reload()
+    settle(projector)
+    assert projector.evaluate(BODY_PX) >= 24
 
 
 def test_without_presentation_mode_charts_are_still_readable(projector, server):

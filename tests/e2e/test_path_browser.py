@@ -1,6 +1,7 @@
 """The lesson path in a real browser, on a 1280×720 projector: from Home through every page by its
 "Next" link, answering one check-yourself question on each, with the verdict on screen beside the
-Check button, and the progress carried from page to page."""
+Check button, and the progress carried from page to page; and every link of the path, Next and
+Previous, opening its page at the top."""
 
 import re
 
@@ -8,6 +9,8 @@ from playwright.sync_api import expect
 
 from lmviz.course.registry import PATH, total_questions
 from tests.e2e.helpers import assert_no_error, settle
+
+HOME_TITLE = "How is a language model's training loss computed?"
 
 
 def answer_first_question(tab) -> None:
@@ -41,8 +44,10 @@ def test_the_path_from_home_through_every_page(projector, server, bundled):
     settle(projector)
     projector.get_by_role("link", name=f"Start with {PATH[0].title}").click()
     for number, step in enumerate(PATH, start=1):
-        settle(projector)
+        # the new page's own line first: just after a click, the page left behind still reads as settled, and a
+        # question answered while the new page was still drawing could have its buttons moved under the click
         expect(projector.get_by_text(f"Lesson {number} of {len(PATH)}.")).to_be_visible(timeout=120_000)
+        settle(projector)
         assert_no_error(projector)
         answer_first_question(projector)
         settle(projector)
@@ -55,3 +60,31 @@ def test_the_path_from_home_through_every_page(projector, server, bundled):
     settle(projector)
     expect(projector.get_by_text(f"{len(PATH)} of {total_questions()} check-yourself questions answered."))\
         .to_be_visible(timeout=120_000)
+
+
+def follow(tab, name: str, heading: str) -> None:
+    """Click the link ``name`` (at the foot of a page: the click scrolls down to it, as a learner does), wait for the
+    page titled ``heading`` to be drawn, then check that it opened at its top: its title on screen, not scrolled."""
+    tab.get_by_role("link", name=name).click()
+    title = tab.locator("[data-testid='stMain'] h1", has_text=heading)  # the page left behind keeps its own a moment
+    expect(title).to_be_visible(timeout=120_000)
+    settle(tab)
+    assert_no_error(tab)
+    expect(title).to_be_in_viewport()
+    scrolled = tab.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollTop")
+    assert scrolled == 0, f"{name!r} opened {heading!r} {scrolled:.0f} px down its page, not at its top"
+
+
+def test_every_link_of_the_path_lands_at_the_top_of_its_page(projector, server, bundled):
+    """Home's start link, every Next to the last lesson, every Previous back to the first, and the end's link Home
+    (issue 29 point 4: Batches' Next opened Masked LM at its bottom, its own Next link under the pointer)."""
+    projector.goto(server)
+    settle(projector)
+    follow(projector, f"Start with {PATH[0].title}", PATH[0].heading)
+    for lesson in PATH[1:]:
+        follow(projector, f"Next: {lesson.title}", lesson.heading)
+    for lesson in PATH[-2::-1]:
+        follow(projector, f"Previous: {lesson.title}", lesson.heading)
+    projector.goto(f"{server}/{PATH[-1].url_path}")
+    settle(projector)
+    follow(projector, "The end of the path: back to Home", HOME_TITLE)
