@@ -101,9 +101,10 @@ def _ask(key: str, question: quiz.Question) -> None:
         else:
             given = st.text_input("Your answer (a number)", key=f"quiz-answer-{key}")
         left, right = st.columns(2)
-        if left.form_submit_button("Check"):
+        pressed = left.form_submit_button("Check"), right.form_submit_button("Show the answer")
+        if pressed[0]:
             st.session_state[last] = ("check", given)
-        if right.form_submit_button("Show the answer"):
+        if pressed[1]:
             st.session_state[last] = ("reveal", given)
         action, asked_with = st.session_state.get(last, (None, None))
         if action == "reveal":
@@ -112,6 +113,26 @@ def _ask(key: str, question: quiz.Question) -> None:
                     icon=":material/visibility:")
         elif action == "check" and asked_with == given:
             _show_verdict(key, quiz.check(question, given))
+        if any(pressed):
+            _bring_into_view()
+
+
+# What a button just said is brought on screen (the nearest edge, only if it is not already in view): a page
+# that grows above the form while it reruns (Train's chart) can otherwise push the verdict below the screen's
+# edge, under the button the learner pressed. Tried again as late layout settles; the nonce makes each press's
+# script new, so that Streamlit runs it again.
+INTO_VIEW = """<style>[data-testid="stElementContainer"]:has(.lmviz-into-view) {{ display: none; }}</style>
+<script class="lmviz-into-view" id="{marker}">(() => {{
+  const bring = () => document.getElementById({marker_json})?.closest('[data-testid="stForm"]')
+    ?.querySelector('[data-testid^="stAlertContent"]')?.scrollIntoView({{block: "nearest"}});
+  [0, 150, 500, 1200].forEach((ms) => setTimeout(bring, ms));
+}})();</script>"""
+
+
+def _bring_into_view() -> None:
+    presses = st.session_state["quiz-presses"] = st.session_state.get("quiz-presses", 0) + 1
+    marker = f"lmviz-into-view-{presses}"
+    st.html(INTO_VIEW.format(marker=marker, marker_json=json.dumps(marker)), unsafe_allow_javascript=True)
 
 
 def _show_verdict(key: str, verdict: quiz.Verdict) -> None:

@@ -36,6 +36,7 @@ def answer_first_question(tab) -> None:
     form.get_by_role("button", name="Check").click()
     verdict = form.locator("[data-testid='stAlertContentSuccess']")
     expect(verdict).to_contain_text("Right. ", timeout=120_000)
+    expect(form.locator("script.lmviz-into-view")).to_be_attached()  # the press's own bring-into-view, in its form
     expect(verdict).to_be_in_viewport()  # on screen with the button the learner just pressed
 
 
