@@ -42,19 +42,16 @@ html {{ font-size: 20px; }}
 # mode. So the sidebar is folded with Streamlit's own Collapse button, once per page load (a reload, a link) and
 # once each time the mode is turned on; opened again by hand (the arrow at the top left), it stays open until the
 # next reload. The element that carries the script takes no room on the page.
-FOLD_SIDEBAR = """<style>[data-testid="stElementContainer"]:has(#lmviz-fold-sidebar) {{ display: none; }}</style>
-<script id="lmviz-fold-sidebar">(() => {{
-  if (window.lmvizSidebarFolded === {turned_on}) return;
-  window.lmvizSidebarFolded = {turned_on};
-  const until = Date.now() + 10000;
-  const fold = () => {{
-    const collapse = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
-    if (collapse) collapse.click();
-    else if (!document.querySelector('[data-testid="stExpandSidebarButton"]') && Date.now() < until)
-      setTimeout(fold, 100);
-  }};
-  fold();
-}})();</script>"""
+FOLD_SIDEBAR = """if (window.lmvizSidebarFolded === {turned_on}) return;
+window.lmvizSidebarFolded = {turned_on};
+const until = Date.now() + 10000;
+const fold = () => {{
+  const collapse = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
+  if (collapse) collapse.click();
+  else if (!document.querySelector('[data-testid="stExpandSidebarButton"]') && Date.now() < until)
+    setTimeout(fold, 100);
+}};
+fold();"""
 TURNED_ON = "present-turned-on"  # session state: how many times the mode was turned on (a link or F5 counts 1)
 WAS_ON = "present-was-on"
 
@@ -72,6 +69,15 @@ PAGE_CSS = f"""<style>
   padding-bottom: 0.25rem; }}
 [data-testid="stHeader"] {{ background: var(--background-color, #fff); }}
 </style>"""
+
+
+def run_script(name: str, body: str, element_id: str | None = None) -> None:
+    """Run ``body`` (JavaScript, in a function of its own) in the page without taking room on it: st.html draws it
+    in an element container of its own, hidden here by the script's class, ``name``. Streamlit runs a script again
+    only when its text changed since the last run."""
+    tag = f' id="{element_id}"' if element_id else ""
+    st.html(f'<style>[data-testid="stElementContainer"]:has(script.{name}) {{ display: none; }}</style>\n'
+            f'<script class="{name}"{tag}>(() => {{\n{body}\n}})();</script>', unsafe_allow_javascript=True)
 
 
 def page_style() -> None:
@@ -94,7 +100,7 @@ def presentation_switch() -> bool:
         st.html(PRESENTATION_CSS)
         if not st.session_state.get(WAS_ON):
             st.session_state[TURNED_ON] = st.session_state.get(TURNED_ON, 0) + 1
-        st.html(FOLD_SIDEBAR.format(turned_on=st.session_state[TURNED_ON]), unsafe_allow_javascript=True)
+        run_script("lmviz-fold-sidebar", FOLD_SIDEBAR.format(turned_on=st.session_state[TURNED_ON]))
         if st.query_params.get(PRESENT_KEY) != "1":
             st.query_params[PRESENT_KEY] = "1"
     else:

@@ -7,7 +7,7 @@ import json
 
 import streamlit as st
 
-from lmviz.app.chrome import present_params, terms_linked
+from lmviz.app.chrome import present_params, run_script, terms_linked
 from lmviz.core.text import escape_markdown
 from lmviz.course import quiz, registry
 
@@ -34,18 +34,15 @@ def lesson_header(lesson: registry.Lesson) -> None:
 # bottom, with its Next link under the pointer. This script scrolls to the top when the page differs from the one
 # this tab showed last; a rerun of the same page keeps the learner's place (its text is the same, so it does not
 # run again), and a page opened afresh (a reload, a glossary link's #entry in a new tab) is left to the browser.
-TOP_OF_NEW_PAGE = """<style>[data-testid="stElementContainer"]:has(#lmviz-page-top) {{ display: none; }}</style>
-<script id="lmviz-page-top">(() => {{
-  const page = {page}, before = window.lmvizPage;
-  window.lmvizPage = page;
-  if (before !== undefined && before !== page) document.querySelector('[data-testid="stMain"]')?.scrollTo(0, 0);
-}})();</script>"""
+TOP_OF_NEW_PAGE = """const page = {page}, before = window.lmvizPage;
+window.lmvizPage = page;
+if (before !== undefined && before !== page) document.querySelector('[data-testid="stMain"]')?.scrollTo(0, 0);"""
 
 
 def land_at_top(page) -> None:
     """Each page switch lands at the new page's top: a link at the bottom of one page (Next, Previous) or in the
     sidebar opens the next at its title. Called first in every run, before anything is drawn in the main area."""
-    st.html(TOP_OF_NEW_PAGE.format(page=json.dumps(page.url_path)), unsafe_allow_javascript=True)
+    run_script("lmviz-page-top", TOP_OF_NEW_PAGE.format(page=json.dumps(page.url_path)))
 
 
 def lesson_footer(lesson: registry.Lesson) -> None:
@@ -121,18 +118,15 @@ def _ask(key: str, question: quiz.Question) -> None:
 # that grows above the form while it reruns (Train's chart) can otherwise push the verdict below the screen's
 # edge, under the button the learner pressed. Tried again as late layout settles; the nonce makes each press's
 # script new, so that Streamlit runs it again.
-INTO_VIEW = """<style>[data-testid="stElementContainer"]:has(.lmviz-into-view) {{ display: none; }}</style>
-<script class="lmviz-into-view" id="{marker}">(() => {{
-  const bring = () => document.getElementById({marker_json})?.closest('[data-testid="stForm"]')
-    ?.querySelector('[data-testid^="stAlertContent"]')?.scrollIntoView({{block: "nearest"}});
-  [0, 150, 500, 1200].forEach((ms) => setTimeout(bring, ms));
-}})();</script>"""
+INTO_VIEW = """const bring = () => document.getElementById({marker_json})?.closest('[data-testid="stForm"]')
+  ?.querySelector('[data-testid^="stAlertContent"]')?.scrollIntoView({{block: "nearest"}});
+[0, 150, 500, 1200].forEach((ms) => setTimeout(bring, ms));"""
 
 
 def _bring_into_view() -> None:
     presses = st.session_state["quiz-presses"] = st.session_state.get("quiz-presses", 0) + 1
     marker = f"lmviz-into-view-{presses}"
-    st.html(INTO_VIEW.format(marker=marker, marker_json=json.dumps(marker)), unsafe_allow_javascript=True)
+    run_script("lmviz-into-view", INTO_VIEW.format(marker_json=json.dumps(marker)), element_id=marker)
 
 
 def _show_verdict(key: str, verdict: quiz.Verdict) -> None:
