@@ -5,7 +5,7 @@ Run with:  streamlit run app.py
 
 import streamlit as st
 
-from lmviz.app.chrome import page_style, presentation_switch
+from lmviz.app.chrome import first_drawing, page_style, presentation_switch
 from lmviz.app.path import land_at_top, lesson_footer, lesson_header
 from lmviz.app.warm import warm_start
 from lmviz.course.registry import PATH
@@ -28,7 +28,8 @@ lesson = next((lesson for lesson in PATH if pages[lesson.url_path] is page), Non
 if lesson:
     lesson_header(lesson)
 try:
-    page.run()
+    with first_drawing(page.url_path):
+        page.run()
 finally:  # also after a page stopped early (st.stop) on bad input: the way on is still shown
     if lesson:
         lesson_footer(lesson)

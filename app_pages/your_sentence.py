@@ -100,11 +100,6 @@ def first_label_sentence(without, with_start) -> str:
             f"{fmt(mean(r.nll for r in without.rows[1:]))} per token."))
 
 
-def spreadsheet_safe(value):
-    """A token such as "=SUM(A1)" would run as a formula when the CSV is opened in a spreadsheet."""
-    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@") else value
-
-
 st.markdown(
     "Type a sentence. A real language model reads it and, at every position, gives a probability "
     f"to every {term('token', 'token')} of its vocabulary for what comes next. The loss at a position is "
@@ -243,27 +238,31 @@ else:
         "-log p(label)": [fmt(r.nll) for r in result.rows],
         "rank": [r.rank for r in result.rows],
     })
-    show_top_k = st.toggle("Show the model's top 5 guesses at each position")
-    if show_top_k:
-        table["top 5 guesses"] = [", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in result.rows]
-    key_table(table, hide_index=True, column_config={"top 5 guesses": st.column_config.TextColumn(width="large")})
+    key_table(table, "lmviz_tokens.csv", hide_index=True)
+    # a table of their own: as an eighth column the guesses pushed the table past 1280 px
+    if st.toggle("Show the model's top 5 guesses at each position"):
+        st.dataframe(pd.DataFrame({
+            "position": table["position"], "label (next token)": table["label (next token)"], "rank": table["rank"],
+            "top 5 guesses": [", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in result.rows],
+        }), hide_index=True, column_config={"top 5 guesses": st.column_config.TextColumn(width="large")})
     st.caption(f"{len(result.tokens)} tokens give {len(result.rows)} predictions: the last token has no next token. "
                "Rank 1 means the label was the model's favourite.")
     # A row's p is one entry of a whole distribution over the vocabulary: the Next token page shows it all.
     first_openable = 1 if result.bos_added else 0  # position 0 after a start token: no text before the label
     if len(result.rows) > first_openable:
         pick, link = st.columns([2, 3], vertical_alignment="bottom")
-        position = pick.selectbox("Where does a row's p come from? Position", range(first_openable, len(result.rows)),
-                                  key="sentence_to_next", format_func=lambda t: f"{t}: {result.rows[t].input_token} → "
-                                                                                f"{result.rows[t].target_token}")
+        # keyed by the text's tokens: with a key alone, Streamlit keeps the widget when its options change, and it
+        # went on showing the previous text's tokens after a new text was typed
+        position = pick.selectbox(
+            "Where does a row's p come from? Position", range(first_openable, len(result.rows)),
+            key=f"sentence_to_next-{hash(tuple(result.input_ids))}",
+            format_func=lambda t: f"{t}: {result.rows[t].input_token} → {result.rows[t].target_token}")
         link.page_link("app_pages/next_token.py", icon=":material/casino:",
                        label=f"Every token the model weighed at position {position}, on the Next token page",
                        query_params={"text": loaded.tokenizer.decode(result.input_ids[first_openable:position + 1]),
                                      "bos": "1" if result.bos_added else "0",
                                      "next": str(result.rows[position].target_id),
                                      "model": loaded.name})
-    st.download_button("Download the table (CSV)", table.map(spreadsheet_safe).to_csv(index=False).encode(),
-                       "lmviz_tokens.csv", "text/csv")
 
     st.subheader("3. The loss at each position")
     show_chart(plots.token_loss_bars([r.target_token for r in result.rows], [r.nll for r in result.rows], result.loss,

@@ -4,8 +4,11 @@ included, which would otherwise wait seconds for torch and transformers to impor
 
 from __future__ import annotations
 
+import contextlib
+
 import streamlit as st
 
+from lmviz.core.text import spreadsheet_safe
 from lmviz.course.glossary import link, link_first_uses
 
 PRESENT_KEY = "present"
@@ -23,6 +26,8 @@ METRIC_PX, METRIC_LABEL_PX = 40, 18  # presentation mode; otherwise Streamlit's 
 # The headline numbers (st.metric, 36 px otherwise) get METRIC_PX, larger than the body text, and their labels
 # wrap rather than end in "…". st.dataframe draws on a canvas at 0.875 rem (17.5 px here), which no CSS reaches:
 # a page's key table goes through key_table, an HTML table (st.table) at the body text's size in this mode.
+# The main area's top padding (6 rem, 120 px here) shrinks to just under the header (3.75 rem), so that the first
+# screen reaches the pinned panel's numbers.
 PRESENTATION_CSS = f"""<style>
 html {{ font-size: 20px; }}
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
@@ -34,6 +39,7 @@ html {{ font-size: 20px; }}
 [data-testid="stMetricLabel"] p {{ white-space: normal; overflow: visible; text-overflow: clip; line-height: 1.25; }}
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] p {{ font-size: {METRIC_PX}px !important; }}
 [data-testid="stTable"] th, [data-testid="stTable"] td {{ font-size: {BODY_PX}px; }}
+[data-testid="stMainBlockContainer"] {{ padding-top: 4.25rem; }}
 </style>"""
 
 
@@ -57,17 +63,30 @@ WAS_ON = "present-was-on"
 
 
 RESULT_PANEL = "result-panel"  # the container key; Streamlit gives it the CSS class st-key-result-panel
+WORKING = "Working… the numbers struck through are from before"
+WORKING_AFTER_S = 0.3
 
 
 # The headline result of every page is pinned under Streamlit's header (3.75 rem): whatever the
 # teacher scrolls to, the number that a control changes stays on the projector's screen.
+# While a run is under way (the app's data-test-script-state), the panel says so in words on its lower edge at the
+# right, over none of its numbers, and the numbers the run has not yet replaced are struck through: Streamlit only
+# fades them, and from the back of the room a faded old loss reads as the answer. The words wait WORKING_AFTER_S,
+# so that a quick run does not flash them.
 # Streamlit wraps the container in a stLayoutWrapper of the same height, so that wrapper is what sticks;
 # the header above it is made opaque, so that the page scrolling under both never shows through.
 PAGE_CSS = f"""<style>
 [data-testid="stLayoutWrapper"]:has(> .st-key-{RESULT_PANEL}) {{ position: sticky; top: 3.75rem; z-index: 990; }}
 .st-key-{RESULT_PANEL} {{ background: var(--background-color, #fff); border-bottom: 2px solid rgba(49, 51, 63, 0.2);
-  padding-bottom: 0.25rem; }}
+  padding-bottom: 0.25rem; position: relative; }}
 [data-testid="stHeader"] {{ background: var(--background-color, #fff); }}
+[data-test-script-state="running"] .st-key-{RESULT_PANEL}::after {{ content: "{WORKING}"; position: absolute;
+  bottom: -1.3rem; right: 0; padding: 0.1rem 0.6rem; border: 2px dashed #31333f; border-radius: 0.4rem;
+  background: #fff8d6; color: #31333f; font-weight: 600; opacity: 0;
+  animation: lmviz-working 0s {WORKING_AFTER_S}s forwards; }}
+[data-test-script-state="running"] .st-key-{RESULT_PANEL} [data-stale="true"] [data-testid="stMetricValue"] {{
+  text-decoration: line-through; opacity: 0.5; animation: none; }}
+@keyframes lmviz-working {{ to {{ opacity: 1; }} }}
 </style>"""
 
 
@@ -111,22 +130,59 @@ def presentation_switch() -> bool:
     return on
 
 
+DRAWN_KEY = "pages-drawn"  # session state: the url paths of the pages this session has drawn to the end
+
+
+@contextlib.contextmanager
+def first_drawing(url_path: str):
+    """Around a page's run: the first time this session draws the page, a spinner with the seconds passing
+    (Streamlit shows it once the run has lasted half a second). On a server's first visit the page's imports
+    (PyTorch, transformers) and its model take seconds before the page draws anything but its title. Later runs
+    have none, so that a rerun never pushes the page down; the pinned panel says they are working."""
+    drawn = st.session_state.setdefault(DRAWN_KEY, set())
+    if url_path in drawn:
+        yield
+        return
+    with st.spinner("Loading this lesson: the first visit after the server starts also loads PyTorch and the "
+                    "model, a few seconds.", show_time=True):
+        yield
+    drawn.add(url_path)
+
+
 def present_params() -> dict[str, str]:
     """The query parameter that carries presentation mode in a link: empty when it is off."""
     return {PRESENT_KEY: "1"} if presenting() else {}
 
 
-def key_table(data, **dataframe_options) -> None:
+def key_table(data, file_name: str = "lmviz-table.csv", **dataframe_options) -> None:
     """A page's key table: st.dataframe, or in presentation mode an HTML table (st.table) whose text is the
-    body text's size, readable at the back (st.dataframe's canvas keeps 0.875 rem whatever the CSS says)."""
+    body text's size, readable at the back (st.dataframe's canvas keeps 0.875 rem whatever the CSS says);
+    under it, in both modes, a button that downloads it as ``file_name`` (st.table has no download of its own,
+    and st.dataframe's is hidden until the pointer is over it)."""
+    import pandas as pd  # (here: the home page, which has no table, need not wait for pandas)
+
+    hide_index = dataframe_options.get("hide_index")
     if presenting():
-        st.table(data, hide_index=dataframe_options.get("hide_index"))
+        st.table(data, hide_index=hide_index)
     else:
         st.dataframe(data, **dataframe_options)
+    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
+    st.download_button("Download the table (CSV)", frame.map(spreadsheet_safe).to_csv(index=not hide_index),
+                       file_name=file_name, mime="text/csv", icon=":material/download:")
 
 
 def presenting() -> bool:
     return bool(st.session_state.get(PRESENT_KEY))
+
+
+def intro(text: str) -> None:
+    """A lesson's opening paragraph, its terms linked. In presentation mode it is folded under a heading of its
+    own: the teacher says it, and the first screen shows the page's headline numbers instead."""
+    if presenting():
+        with st.expander("About this lesson"):
+            st.markdown(terms_linked(text))
+    else:
+        st.markdown(terms_linked(text))
 
 
 def glossary_query() -> str:

@@ -39,7 +39,9 @@ def show_chart(figure, key: str) -> None:
     figure.update_xaxes(title_font_size=size, tickfont_size=size)
     figure.update_yaxes(title_font_size=size, tickfont_size=size)
     figure.update_annotations(font_size=size)
-    st.plotly_chart(figure, key=key)
+    # the chart's own "Download plot as a PNG" (top right, on hover) names the file after the chart, at twice the
+    # screen's resolution for a handout
+    st.plotly_chart(figure, key=key, config={"toImageButtonOptions": {"filename": f"lmviz-{key}", "scale": 2}})
 
 
 def show_code(*functions, label: str = "Show the code") -> None:

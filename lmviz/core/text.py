@@ -144,3 +144,19 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>~:&])")
 def escape_markdown(text: str) -> str:
     """Text that st.markdown shows literally, whatever the user typed."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+_FORMULA_START = ("=", "+", "-", "@")
+
+
+def spreadsheet_safe(value):
+    """A cell for a CSV a spreadsheet will open: text that would start a formula there ("=SUM(A1)", a token a
+    learner typed) gets a leading apostrophe, which spreadsheets read as "text"; numbers, "-0.5" or "-100" written
+    as text included, stay as they are."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value

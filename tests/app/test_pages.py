@@ -246,8 +246,9 @@ def test_your_sentence_top_k_on_demand(bundled):
     at = open_page("app_pages/your_sentence.py")
     at.toggle[0].set_value(True).run()
     assert not at.exception
-    table = at.dataframe[0].value
+    table = at.dataframe[1].value  # under the per-token table
     expected = analyse_clm(bundled, "The capital of France is Paris.")
+    assert table["label (next token)"].tolist() == [r.target_token for r in expected.rows]
     assert table["top 5 guesses"].tolist() == [
         ", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in expected.rows]
 

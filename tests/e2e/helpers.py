@@ -58,3 +58,18 @@ def metric(tab, label: str):
     """The value element of the st.metric labelled exactly ``label``."""
     named = tab.locator("[data-testid='stMetricLabel']", has_text=re.compile(f"^{re.escape(label)}$"))
     return tab.locator("[data-testid='stMetric']", has=named).locator("[data-testid='stMetricValue']")
+
+
+# Each visible table of the main area whose content is wider than its box (a glide grid scrolls inside its
+# .dvn-scroller; an st.table inside its own wrapper) or whose box runs past the window's right edge.
+OVERFLOWING_TABLES = """() => [...document.querySelectorAll(
+    '[data-testid=stMain] [data-testid=stDataFrame], [data-testid=stMain] [data-testid=stTable]')]
+  .filter(t => t.offsetParent !== null && t.getBoundingClientRect().width > 0)
+  .map(t => ({table: t, box: t.querySelector('.dvn-scroller') || t.querySelector('table')?.parentElement || t}))
+  .filter(({table, box}) => box.scrollWidth > box.clientWidth + 1 || table.getBoundingClientRect().right > innerWidth)
+  .map(({table, box}) => `${table.dataset.testid} ${box.scrollWidth} px in ${box.clientWidth} px: ` +
+       table.innerText.replace(/\\s+/g, ' ').slice(0, 60))"""
+
+
+def overflowing_tables(tab) -> list[str]:
+    return tab.evaluate(OVERFLOWING_TABLES)

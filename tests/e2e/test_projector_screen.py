@@ -1,0 +1,146 @@
+"""What the room sees at 1280×720: the first screen of every lesson in presentation mode, the pinned panel while a
+run is under way, a cold server's first visit, and the charts and tables taken home as PNG and CSV."""
+
+import csv
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from lmviz.app.chrome import WORKING
+from lmviz.core.numbers import fmt
+from lmviz.course.registry import PATH
+from lmviz.lessons.causal_lm import analyse_clm
+from scripts.live_server import SETTLED, running_server
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, overflowing_tables, settle
+
+PANEL_METRIC = ".st-key-result-panel [data-testid='stMetric']"
+
+
+@pytest.mark.parametrize("path", [lesson.url_path for lesson in PATH])
+def test_presentation_mode_opens_on_the_headline_numbers(projector, server, path):
+    """Opened in presentation mode, a lesson's first screen shows its pinned panel's first number whole, without a
+    scroll (Chat fine-tuning loss used to open on its introduction alone, Masked LM with its numbers half cut)."""
+    projector.goto(f"{server}/{path}?present=1")
+    settle(projector)
+    assert projector.evaluate("document.querySelector('[data-testid=stMain]').scrollTop") == 0
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    projector.screenshot(path=str(ARTIFACTS / f"{path}-first-screen-presentation.png"))
+    first = projector.locator(PANEL_METRIC).first.locator("[data-testid='stMetricValue']")
+    expect(first).to_be_in_viewport(ratio=1)
+    assert_no_error(projector)
+
+
+def test_a_run_under_way_says_so_in_the_pinned_panel(projector, server):
+    """While the page reruns for a new text, the pinned panel says it is working, in words, and any number the run
+    has not replaced yet is struck through; once the run ends, the words go."""
+    projector.goto(f"{server}/sentence")
+    settle(projector)
+    box = projector.get_by_label("Your text")
+    box.fill("The students in the morning class read every sentence aloud, one by one, and then the teacher asked "
+             "them which word surprised the model most of all, and why it did, and what it would have guessed.")
+    box.press("Control+Enter")
+    projector.wait_for_function(
+        """text => document.querySelector('[data-testid=stApp]').dataset.testScriptState === 'running' &&
+             [document.querySelector('.st-key-result-panel')].map(p => getComputedStyle(p, '::after'))
+               .some(s => s.content.includes(text) && s.opacity === '1')""", arg=WORKING, timeout=60_000)
+    struck = projector.evaluate("""() => [...document.querySelectorAll(
+        '.st-key-result-panel [data-testid=stMetricValue]')].filter(v => v.closest('[data-stale=true]'))
+        .map(v => getComputedStyle(v).textDecorationLine)""")
+    assert all(line == "line-through" for line in struck), struck
+    projector.wait_for_function(SETTLED, timeout=120_000)
+    after = projector.evaluate("getComputedStyle(document.querySelector('.st-key-result-panel'), '::after').content")
+    assert after == "none"
+
+
+def test_a_cold_servers_first_visit_shows_progress_under_the_title(browser):
+    """A server just started: the page's title and a spinner counting the seconds are on screen before its first
+    number, while PyTorch and the model load (before, one grey line stood alone for 6–10 s)."""
+    with running_server(ARTIFACTS / "cold-server.log") as url:
+        tab = browser.new_page(viewport={"width": 1280, "height": 720})
+        tab.goto(f"{url}/sentence", wait_until="commit")
+        spinner = tab.get_by_test_id("stSpinner")
+        expect(spinner).to_be_in_viewport(timeout=60_000)
+        expect(tab.locator("[data-testid='stMain'] h1")).to_be_in_viewport()
+        assert tab.locator("[data-testid='stMetric']").count() == 0, "the numbers came before the progress"
+        expect(tab.locator(PANEL_METRIC).first).to_be_visible(timeout=180_000)
+        tab.wait_for_function(SETTLED, timeout=120_000)
+        expect(spinner).to_have_count(0)
+        tab.close()
+
+
+def test_charts_download_as_png_and_tables_as_csv(browser, server, bundled):
+    """Every chart has Plotly's "Download plot as a PNG"; every table st.dataframe draws has its "Download as CSV";
+    and the files hold what the page shows: Your sentence's per-token table, taken home from its toolbar in
+    default mode and from the button under it in presentation mode, carries the page's -log p, token by token."""
+    # Chromium's save dialog (the File System Access API) cannot be driven headless; without it Streamlit saves
+    # the CSV as an ordinary download, as it does in browsers that lack the API
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, accept_downloads=True)
+    context.add_init_script("delete window.showSaveFilePicker")
+    tab = context.new_page()
+    for lesson in PATH:
+        tab.goto(f"{server}/{lesson.url_path}")
+        settle(tab)
+        charts, pngs = tab.locator(".js-plotly-plot").count(), tab.locator(
+            ".modebar-btn[data-title='Download plot as a PNG']").count()
+        grids = tab.locator("[data-testid='stDataFrame']").count()
+        csvs = tab.locator("[data-testid='stDataFrame'] [data-testid='stElementToolbarButton'] "
+                           "button[aria-label='Download as CSV']").count()
+        assert (pngs, csvs) == (charts, grids), (lesson.url_path, charts, pngs, grids, csvs)
+
+    text = "The capital of France is Paris."
+    expected = [fmt(r.nll) for r in analyse_clm(bundled, text).rows]
+    tab.goto(f"{server}/sentence")
+    settle(tab)
+    chart = tab.locator(".js-plotly-plot").first
+    chart.scroll_into_view_if_needed()
+    chart.hover()
+    with tab.expect_download() as png:
+        tab.locator(".modebar-btn[data-title='Download plot as a PNG']").first.click()
+    assert re.fullmatch(r"lmviz-.+\.png", png.value.suggested_filename)
+    assert open(png.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+    grid = tab.locator("[data-testid='stDataFrame']").first  # the table's own download, from its toolbar
+    grid.scroll_into_view_if_needed()
+    grid.hover()
+    with tab.expect_download() as table:
+        grid.get_by_role("button", name="Download as CSV").click()
+    assert token_losses(table.value.path()) == expected
+    for present in ("", "?present=1"):  # the button under the key table, in both modes
+        tab.goto(f"{server}/sentence{present}")
+        settle(tab)
+        with tab.expect_download() as table:
+            tab.get_by_role("button", name="Download the table (CSV)").click()
+        assert table.value.suggested_filename == "lmviz_tokens.csv"
+        assert token_losses(table.value.path()) == expected, present
+    context.close()
+
+
+def token_losses(path) -> list[str]:
+    """The column -log p(label) of a downloaded per-token table."""
+    with open(path, encoding="utf-8-sig") as file:
+        return [row["-log p(label)"] for row in csv.DictReader(file)]
+
+
+def test_the_position_picker_follows_a_new_text(projector, server):
+    """Your sentence's "Position" picker names the new text's tokens once a new text is typed (it kept the
+    previous text's "0: The → ␣capital")."""
+    projector.goto(f"{server}/sentence")
+    settle(projector)
+    picker = projector.get_by_role("combobox", name="Where does a row's p come from? Position")
+    expect(picker).to_have_value("0: The → ␣capital")
+    box = projector.get_by_label("Your text")
+    box.fill("Bananas are yellow.")
+    box.press("Control+Enter")
+    expect(picker).to_have_value(re.compile("^0: Ban"), timeout=120_000)
+
+
+@pytest.mark.parametrize("present", ["", "?present=1"])
+def test_your_sentence_with_its_top_5_guesses_fits_the_screen(projector, server, present):
+    """With the top 5 guesses shown, Your sentence's tables fit 1280 px: no column cut off at the right."""
+    projector.goto(f"{server}/sentence{present}")
+    settle(projector)
+    projector.get_by_text("Show the model's top 5 guesses at each position").click()
+    expect(projector.get_by_text("top 5 guesses", exact=True).first).to_be_attached(timeout=60_000)
+    settle(projector)
+    assert overflowing_tables(projector) == []
