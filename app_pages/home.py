@@ -33,8 +33,9 @@ st.subheader("Your path")
 done = answered()
 st.markdown("The pages below form one lesson, in this order. Each says what it teaches, ends with questions "
             "made from its own numbers (to check yourself, or for a teacher to ask the room), and links to the next.")
-st.caption(terms_linked(progress_sentence(done) + " " + " · ".join(
-    f"{step.title} {sum(step.key(q) in done for q in step.questions)}/{len(step.questions)}" for step in PATH)))
+# plain text: the pages' names hold glossary terms ("Next token"), and a link inside a name reads as two things
+st.caption(progress_sentence(done) + " " + " · ".join(
+    f"{step.title} {sum(step.key(q) in done for q in step.questions)}/{len(step.questions)}" for step in PATH))
 following = next_to_study(done)
 if following:
     code = progress_code(done)

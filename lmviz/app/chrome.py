@@ -65,6 +65,7 @@ WAS_ON = "present-was-on"
 RESULT_PANEL = "result-panel"  # the container key; Streamlit gives it the CSS class st-key-result-panel
 WORKING = "Working… the numbers struck through are from before"
 WORKING_AFTER_S = 0.3
+PHONE_PX = 640  # Streamlit stacks columns below 640 px
 
 
 # The headline result of every page is pinned under Streamlit's header (3.75 rem): whatever the
@@ -73,6 +74,8 @@ WORKING_AFTER_S = 0.3
 # right, over none of its numbers, and the numbers the run has not yet replaced are struck through: Streamlit only
 # fades them, and from the back of the room a faded old loss reads as the answer. The words wait WORKING_AFTER_S,
 # so that a quick run does not flash them.
+# On a phone Streamlit stacks columns, one metric per line: the panel took 510 of a phone's 844 px. Below
+# PHONE_PX its numbers go two to a line, smaller.
 # Streamlit wraps the container in a stLayoutWrapper of the same height, so that wrapper is what sticks;
 # the header above it is made opaque, so that the page scrolling under both never shows through.
 PAGE_CSS = f"""<style>
@@ -87,6 +90,11 @@ PAGE_CSS = f"""<style>
 [data-test-script-state="running"] .st-key-{RESULT_PANEL} [data-stale="true"] [data-testid="stMetricValue"] {{
   text-decoration: line-through; opacity: 0.5; animation: none; }}
 @keyframes lmviz-working {{ to {{ opacity: 1; }} }}
+@media (max-width: {PHONE_PX}px) {{
+  .st-key-{RESULT_PANEL} [data-testid="stHorizontalBlock"] {{ flex-flow: row wrap; gap: 0.25rem 0.75rem; }}
+  .st-key-{RESULT_PANEL} [data-testid="stColumn"] {{ flex: 1 1 40%; min-width: 40%; }}
+  .st-key-{RESULT_PANEL} [data-testid="stMetricValue"] {{ font-size: 1.5rem; }}
+}}
 </style>"""
 
 

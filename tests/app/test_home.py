@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lmviz.app.choosers import CAUSAL_FALLBACKS
-from lmviz.course.registry import find
+from lmviz.course.registry import PATH, find
 from lmviz.models import bundled, loading
 from lmviz.models.loading import DEFAULT_HUB_ID, DEFAULT_MODEL, SHIPPED, TINY_BERT, TINY_GPT
 from tests.helpers import APP
@@ -58,3 +58,13 @@ def test_home_names_no_colour_for_the_glossary_links():
     home = " ".join(home_paragraphs())
     assert "in blue" not in home
     assert "Words shown as links open their entry in the glossary." in home
+
+
+def test_the_progress_line_names_each_page_whole_without_a_link_inside():
+    """The line of answered questions per page: each page's name as it is, no glossary link cut out of it
+    ("Next [token](…)" read as a link to the glossary in the middle of a page's name)."""
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    line = next(c.value for c in at.caption if "check-yourself questions answered" in c.value)
+    assert "](" not in line
+    for lesson in PATH:
+        assert f"{lesson.title} 0/{len(lesson.questions)}" in line

@@ -144,3 +144,20 @@ def test_your_sentence_with_its_top_5_guesses_fits_the_screen(projector, server,
     expect(projector.get_by_text("top 5 guesses", exact=True).first).to_be_attached(timeout=60_000)
     settle(projector)
     assert overflowing_tables(projector) == []
+
+
+def test_on_a_phone_the_pinned_panel_leaves_most_of_the_screen_to_the_page(browser, server):
+    """On a phone (390×844) Streamlit stacks the panel's columns, one number per line: Your sentence's panel took
+    510 px. Two numbers to a line, it takes at most a third of the screen, each number still whole."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    tab = context.new_page()
+    tab.goto(f"{server}/sentence")
+    settle(tab)
+    panel = tab.locator(".st-key-result-panel")
+    expect(panel.locator("[data-testid='stMetric']")).to_have_count(5)
+    assert panel.bounding_box()["height"] <= 844 / 3
+    cut = tab.evaluate("""() => [...document.querySelectorAll('.st-key-result-panel [data-testid=stMetricValue]')]
+        .filter(v => v.scrollWidth > v.clientWidth + 1).map(v => v.innerText)""")
+    assert cut == []
+    tab.screenshot(path=str(ARTIFACTS / "sentence-phone.png"))
+    context.close()
