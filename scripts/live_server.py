@@ -123,3 +123,39 @@ async def _open_sentence(tab, url: str, text: str) -> SessionResult:
     await tab.wait_for_function(SETTLED, timeout=300_000)
     return SessionResult(text, await tab.get_by_label("Your text").input_value(),
                          (await tab.inner_text(LOSS_METRIC)).strip(), loss_seconds, time.perf_counter() - start)
+
+
+def type_into_editor(tab, position: int, word: str, value: str, enter: bool = True):
+    """Type ``value`` into the Toy example editor's cell (position, word) as a learner does: click a
+    cell of that row, go to the word's column with the keyboard, type, Enter. Each step waits until the
+    grid has selected the cell it leads to: a key the grid receives before it has taken the click is
+    lost (a lost Home once sent the number to the row's last column)."""
+    from playwright.sync_api import expect
+
+    from lmviz.core import toy
+
+    editor = tab.locator("[data-testid='stDataFrame']").nth(2)
+
+    def selected(column: int) -> None:
+        expect(editor.locator(f"#glide-cell-{column}-{position}")).to_have_attribute("aria-selected", "true")
+
+    editor.scroll_into_view_if_needed()  # the click goes to a point on the screen
+    box = editor.bounding_box()
+    row_px = 35  # Streamlit's header and row height
+    tab.mouse.click(box["x"] + box["width"] / 2, box["y"] + row_px * (position + 1) + row_px / 2)
+    # a cell of that row, in the grid's accessible copy of its cells (id glide-cell-COLUMN-ROW)
+    expect(editor.locator(f"[id^='glide-cell-'][id$='-{position}'][aria-selected='true']")).to_have_count(1)
+    tab.keyboard.press("Home")  # the row's first column, its name
+    selected(0)
+    for column in range(1, toy.VOCAB.index(word) + 2):
+        tab.keyboard.press("ArrowRight")
+        selected(column)
+    tab.keyboard.press("Enter")  # open the cell's editor
+    box = tab.locator("#portal input.gdg-input")
+    expect(box).to_be_focused()  # keys sent before it has the focus are lost
+    box.press("Control+A")
+    box.press_sequentially(value, delay=50)
+    expect(box).to_have_value(value)
+    if enter:
+        box.press("Enter")
+    return box  # without ``enter``, the cell's editor, its value typed: the caller presses Enter

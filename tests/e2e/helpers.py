@@ -4,7 +4,6 @@ import os
 import re
 from pathlib import Path
 
-from lmviz.core import toy
 from scripts.live_server import ROOT, SETTLED
 
 # where the page screenshots go: CI keeps them as artifacts; scripts/update_screenshots sets docs/screenshots
@@ -21,37 +20,6 @@ def assert_no_error(tab):
     assert tab.locator("[data-testid='stException']").count() == 0
     assert tab.locator("[data-testid='stAlertContentError']").count() == 0
     assert "Traceback" not in tab.inner_text("body")
-
-
-def type_into_editor(tab, position: int, word: str, value: str) -> None:
-    """Type ``value`` into the Toy example editor's cell (position, word) as a learner does: click a
-    cell of that row, go to the word's column with the keyboard, type, Enter. Each step waits until the
-    grid has selected the cell it leads to: a key the grid receives before it has taken the click is
-    lost (a lost Home once sent the number to the row's last column)."""
-    from playwright.sync_api import expect
-
-    editor = tab.locator("[data-testid='stDataFrame']").nth(2)
-
-    def selected(column: int) -> None:
-        expect(editor.locator(f"#glide-cell-{column}-{position}")).to_have_attribute("aria-selected", "true")
-
-    box = editor.bounding_box()
-    row_px = 35  # Streamlit's header and row height
-    tab.mouse.click(box["x"] + box["width"] / 2, box["y"] + row_px * (position + 1) + row_px / 2)
-    # a cell of that row, in the grid's accessible copy of its cells (id glide-cell-COLUMN-ROW)
-    expect(editor.locator(f"[id^='glide-cell-'][id$='-{position}'][aria-selected='true']")).to_have_count(1)
-    tab.keyboard.press("Home")  # the row's first column, its name
-    selected(0)
-    for column in range(1, toy.VOCAB.index(word) + 2):
-        tab.keyboard.press("ArrowRight")
-        selected(column)
-    tab.keyboard.press("Enter")  # open the cell's editor
-    box = tab.locator("#portal input.gdg-input")
-    expect(box).to_be_focused()  # keys sent before it has the focus are lost
-    box.press("Control+A")
-    box.press_sequentially(value, delay=50)
-    expect(box).to_have_value(value)
-    box.press("Enter")
 
 
 def metric(tab, label: str):

@@ -8,8 +8,8 @@ from playwright.sync_api import expect
 
 from lmviz.core.numbers import fmt
 from lmviz.lessons.causal_lm import analyse_clm
-from scripts.live_server import environment_set, running_server
-from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, settle, type_into_editor
+from scripts.live_server import environment_set, running_server, type_into_editor
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, settle
 from tests.helpers import by_hand
 
 

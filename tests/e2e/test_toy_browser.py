@@ -8,8 +8,7 @@ import pytest
 from lmviz.core import toy
 from lmviz.core.numbers import fmt
 from lmviz.figures import plots
-from scripts.live_server import LOSS_METRIC, SETTLED
-from tests.e2e.helpers import type_into_editor
+from scripts.live_server import LOSS_METRIC, SETTLED, type_into_editor
 from tests.helpers import LABELS, by_hand
 
 
