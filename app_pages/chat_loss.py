@@ -86,7 +86,7 @@ def role_legend() -> str:
                      f"<span>{counted} counted in the loss (✓ and a solid border)</span>"], "lmviz-legend")
 
 
-intro(
+intro(terms_linked(
     "A chat model is fine-tuned on conversations. Its tokenizer's chat template writes each conversation out as one "
     "text, with tokens of its own around every turn. The supervised fine-tuning (SFT) loss is the mean of -log p "
     "over the tokens whose label counts, where log p is the log of the probability the model gave the token; every "
@@ -95,7 +95,7 @@ intro(
     "end-of-turn token after it, which is how the model learns to stop. TRL's completion-only loss counts every "
     "token after the prompt, which with some templates takes in a token after the end of the turn as well. TRL's "
     "default on a plain conversation dataset counts every token, the system message and the user's question too. "
-    "Choose below which one the page marks: section 3 gives the loss of each.")
+    "Choose below which one the page marks: section 3 gives the loss of each."))
 
 scorer = choose_causal_lm()
 loaded, tokenizer = scorer.loaded, scorer.loaded.tokenizer

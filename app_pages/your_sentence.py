@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
-from lmviz.app.chrome import key_table, term
+from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself, is_answered
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -100,7 +100,7 @@ def first_label_sentence(without, with_start) -> str:
             f"{fmt(mean(r.nll for r in without.rows[1:]))} per token."))
 
 
-st.markdown(
+intro(
     "Type a sentence. A real language model reads it and, at every position, gives a probability "
     f"to every {term('token', 'token')} of its vocabulary for what comes next. The loss at a position is "
     f"-{term('log p', 'log-probability')}(the token that really comes next, the {term('label', 'label')}); "

@@ -183,14 +183,14 @@ def presenting() -> bool:
     return bool(st.session_state.get(PRESENT_KEY))
 
 
-def intro(text: str) -> None:
-    """A lesson's opening paragraph, its terms linked. In presentation mode it is folded under a heading of its
-    own: the teacher says it, and the first screen shows the page's headline numbers instead."""
+def intro(markdown: str) -> None:
+    """A lesson's opening paragraph (Markdown, its terms already linked). In presentation mode it is folded under
+    a heading of its own: the teacher says it, and the first screen shows the page's headline numbers instead."""
     if presenting():
         with st.expander("About this lesson"):
-            st.markdown(terms_linked(text))
+            st.markdown(markdown)
     else:
-        st.markdown(terms_linked(text))
+        st.markdown(markdown)
 
 
 def glossary_query() -> str:

@@ -47,6 +47,8 @@ def test_each_terms_first_use_links_to_the_glossary(page):
     at = open_page(page)
     assert not at.exception
     text = in_order(at).replace("\\[", "[").replace("\\]", "]")  # link() escapes the brackets of [MASK]
+    for lesson in PATH:  # a page's name is a name, not a use of its words ("Next token" on Home's progress line)
+        text = text.replace(lesson.title, "·" * len(lesson.title))
     spans = linked_spans(text)
     unlinked = []
     for term, where in first_uses(text).items():
