@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import default_scorer, scored_with_cpu_fallback
-from lmviz.app.chrome import term
+from lmviz.app.chrome import key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code
@@ -21,6 +21,7 @@ from lmviz.lessons.batches import (
     encode_sentences,
     gradient_accumulation,
     labels_for,
+    nll_under_labels,
     pad_batch,
     position_ids_for,
     reorderings,
@@ -32,6 +33,7 @@ DEFAULT_SENTENCES = ("The cat sat on the mat.\n"
                      "Mat the on cat sat the.\n"
                      "Once upon a time, in a small village by the sea, there lived an old fisherman and his wife.")
 SIDES = ("right", "left")
+SENTENCE_PX = 300  # the sentence column of section 1: a long sentence ends in "…" there, the numbers stay in view
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -68,27 +70,30 @@ def pad_assignment(tokenizer, end_id: int) -> str:
     return f"tokenizer.pad_token = {tokenizer.convert_ids_to_tokens(end_id)!r}"
 
 
-def grid(values, names: list[str]) -> pd.DataFrame:
-    """A (B, T) table: one row per sentence, one column per position."""
-    return pd.DataFrame(values, index=names, columns=[str(t) for t in range(len(values[0]))])
+def show_grid(values: list[list], names: list[str], file_name: str) -> None:
+    """A (B, T) tensor of the batch on its side: one row per position, one column per sentence. A batch is far
+    longer than it is tall, and its T positions side by side overflow a projector's width (24 positions of the
+    default sentences took 1,300 to 1,900 px where 818 were free); a column per sentence fits, and every
+    position, the pads included, is a row of the page."""
+    table = pd.DataFrame(list(zip(*values)), index=pd.RangeIndex(len(values[0]), name="position"), columns=names)
+    # every row shown (and the position column, which st.table would drop): a grid that scrolls inside hides rows
+    key_table(table, file_name, hide_index=False, height="content")
 
 
-def label_losses(result) -> list[list[str]]:
-    """-log p under the label it scores: position t's prediction is of the label at t+1."""
-    return [["" if t == 0 or not counted[t - 1] else fmt(nll[t - 1]) for t in range(len(nll))]
-            for nll, counted in zip(result.nll.tolist(), result.counted.tolist())]
-
-
-def show_batch(ids, mask, labels, result, names: list[str]) -> None:
-    st.dataframe(grid([[token(i) for i in row] for row in ids.tolist()], names))
-    st.caption("input_ids")
-    st.dataframe(grid(ids.tolist(), names))
-    st.caption("attention_mask (0 = a pad: no real token attends to it)")
-    st.dataframe(grid(mask.tolist(), names))
-    st.caption(f"labels ({IGNORE_INDEX} = this label never counts)")
-    st.dataframe(grid(labels.tolist(), names))
-    st.caption("-log p of each label, as the model's loss counts it (the prediction made one position before)")
-    st.dataframe(grid(label_losses(result), names))
+# What section 2 can show of a padded batch (ids, mask, labels, losses), one grid at a time, with what it means
+GRIDS = {
+    "tokens": (lambda ids, mask, labels, result: [[token(i) for i in row] for row in ids.tolist()],
+               "The tokens of each sentence, pads included."),
+    "input_ids": (lambda ids, mask, labels, result: ids.tolist(), "input_ids: each token's id."),
+    "attention_mask": (lambda ids, mask, labels, result: mask.tolist(),
+                       "attention_mask: 1 on a real token, 0 on a pad (no real token attends to it)."),
+    "labels": (lambda ids, mask, labels, result: labels.tolist(),
+               f"labels: the input_ids, with {IGNORE_INDEX} on a pad ({IGNORE_INDEX} = this label never counts)."),
+    "-log p": (lambda ids, mask, labels, result: [["" if v is None else fmt(v) for v in row]
+                                                  for row in nll_under_labels(result)],
+               "-log p of each label, as the model's loss counts it (the prediction made one position before); "
+               "empty where no prediction of that label counts."),
+}
 
 
 st.markdown(
@@ -141,14 +146,13 @@ with panel:
     end.metric("Predictions counted", sum(right.sentence_counts))
 
 st.subheader("1. Each sentence on its own")
-st.dataframe(pd.DataFrame({
-    "sentence": sentences,
-    "tokens": [" ".join(token(i) for i in ids) for ids in sequences],
+key_table(pd.DataFrame({
+    "sentence": [f"{n + 1}: {s}" for n, s in enumerate(sentences)],
     "length (tokens)": [len(ids) for ids in sequences],
     "predictions counted": right.sentence_counts,
     "mean loss": [fmt(v) for v in right.sentence_losses],
     "perplexity": [fmt(perplexity(v), PERPLEXITY_DIGITS) for v in right.sentence_losses],
-}), hide_index=True)
+}), "batch-sentences.csv", hide_index=True, column_config={"sentence": st.column_config.TextColumn(width=SENTENCE_PX)})
 for i, j in reorderings(sentences):
     higher = "higher" if right.sentence_losses[j] > right.sentence_losses[i] else "lower"
     st.caption(f"Sentence {j + 1} has the words of sentence {i + 1} in another order: its mean loss per token is "
@@ -156,9 +160,12 @@ for i, j in reorderings(sentences):
 st.caption("These numbers come from the padded batch below and equal each sentence scored alone.")
 
 st.subheader("2. The padded batch")
+shown = st.radio("Show", list(GRIDS), horizontal=True, key="batch_grid")
+values, caption = GRIDS[shown]
 for tab, side in zip(st.tabs(["Right padding", "Left padding"]), SIDES):
     with tab:
-        show_batch(*results[side], names)
+        st.caption(caption)
+        show_grid(values(*results[side]), names, f"batch-{side}-padding-{shown.strip('-').replace(' ', '-')}.csv")
 st.caption(escape_markdown(f"The pad token here is {token(pad_id)} (id {pad_id}). With left padding the model is "
                            "also given position_ids that start at each sentence's first real token, so the words "
                            "keep their positions."))
@@ -171,13 +178,13 @@ end.metric("Mean of the sentences' means", fmt(right.mean_of_means))
 st.markdown(f"The model adds up all {sum(right.sentence_counts)} -log p and divides by "
             f"{sum(right.sentence_counts)}, so a sentence with more tokens weighs more; the mean of means gives "
             f"each of the {len(sequences)} sentences the same weight, whatever its length.")
-st.dataframe(pd.DataFrame({
+key_table(pd.DataFrame({
     "padding": SIDES,
     "out.loss": [fmt(results[s][3].model_loss, CHECK_DIGITS) for s in SIDES],
     "token-weighted mean": [fmt(results[s][3].token_weighted_mean, CHECK_DIGITS) for s in SIDES],
     "predictions counted": [sum(results[s][3].sentence_counts) for s in SIDES],
     "of which predicted at a pad": [int(results[s][3].from_padding.sum()) for s in SIDES],
-}), hide_index=True)
+}), "batch-means.csv", hide_index=True)
 st.caption("With left padding the last pad 'predicts' each padded sentence's first real token; that label is not "
            "-100, so Hugging Face's loss counts it. Set that label to -100 too (lmviz's clm_loss does, from the "
            "attention mask) and left padding gives the right-padding numbers.")
@@ -194,13 +201,13 @@ except NothingToScore as problem:
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try fewer or shorter sentences.")
     st.stop()
-st.dataframe(pd.DataFrame({
+key_table(pd.DataFrame({
     "micro-batch": [("sentence " if len(part) == 1 else "sentences ") + ", ".join(str(i + 1) for i in part)
                     for part in accumulation.micro_batches],
     "tokens counted": accumulation.micro_counts,
     "its own mean loss": [fmt(v) for v in accumulation.micro_means],
     "sum of -log p ÷ num_items_in_batch": [fmt(v) for v in accumulation.micro_shares],
-}), hide_index=True)
+}), "batch-micro-batches.csv", hide_index=True)
 left, middle, end = st.columns(3)
 left.metric("(a) Mean of the micro-batch means", fmt(accumulation.averaged))
 middle.metric("(b) Sum ÷ all counted tokens", fmt(accumulation.summed))
@@ -230,7 +237,7 @@ else:
                 "training, builds the labels with `labels[labels == pad_token_id] = -100`: it masks each "
                 f"sentence's real end token too. Here that drops {lost} of the batch's "
                 f"{sum(right.sentence_counts)} predictions, the end of every sentence:")
-    st.dataframe(grid(labels.tolist(), names))
+    show_grid(labels.tolist(), names, "batch-labels-pad-is-end.csv")
     left, middle, end = st.columns(3)
     left.metric("Loss, labels from the attention mask", fmt(right.model_loss))
     middle.metric("Loss, labels that mask every pad id", fmt(bug.model_loss))

@@ -20,6 +20,7 @@ SMALLEST_P = 1e-6  # the editor's step: the smallest probability above 0 a learn
 TRUE_MARK, GREEDY_MARK = "✓", "★"
 TRUE_LABEL_STYLE = f"background-color: {TOY_TRUE_LABEL_BACKGROUND}; font-weight: bold"
 GREEDY_STYLE = f"color: {TOY_GREEDY_TEXT}"
+EDITOR_KEY = "toy_table_"  # and the reset count: a new key is a fresh editor, with the article's numbers
 
 st.markdown(
     "A tiny language model knows 10 words. It reads `<s> I love dogs not cats` "
@@ -57,9 +58,16 @@ st.markdown(
 if st.button("Reset to the article's numbers"):
     st.session_state["toy_table_version"] = st.session_state.get("toy_table_version", 0) + 1
 row_names = [f"{t}: {toy.INPUT_WORDS[t]} → {toy.VOCAB[labels[t]]}" for t in range(len(labels))]
+# A click on a column's header sorts the editor's rows, and the teacher's positions come out of order. Streamlit
+# 1.67 has no switch for that: its grid sorts unless num_rows is "add" or "dynamic", which would let a sixth
+# "position" be added (streamlit/streamlit#10015 asks for one). So a transparent band lies over the header row
+# (its height is Streamlit's row height, 2.1875 rem): the header takes no click, hence no sort, column drag or
+# header menu, while every cell below stays editable.
+st.html(f"""<style>[class*="st-key-{EDITOR_KEY}"] [data-testid="stDataFrameResizable"]::after {{
+  content: ""; position: absolute; top: 0; left: 0; right: 0; height: 2.1875rem; z-index: 1; }}</style>""")
 edited = st.data_editor(
     pd.DataFrame(toy.PROBABILITIES, columns=toy.VOCAB, index=row_names),
-    key=f"toy_table_{st.session_state.get('toy_table_version', 0)}",
+    key=f"{EDITOR_KEY}{st.session_state.get('toy_table_version', 0)}",
     # step: the editor keeps as many decimals as the step has (0.001 turned a typed 0.0004 into 0);
     # "plain": each number as typed (0.5, 0.0004, 0.000001), not padded to six decimals.
     column_config={w: st.column_config.NumberColumn(w, min_value=0.0, max_value=1e6, step=SMALLEST_P, format="plain")
@@ -78,24 +86,26 @@ if rescaled:
 
 walk = toy.walkthrough(probs)
 
-st.subheader("Step 1 and 2: find the true label in each row and take its probability")
+st.subheader("Step 1 and 2: find the true label in each position's column and take its probability")
 
 
 def marked_table() -> pd.DataFrame:
-    """The table as text: every p written out, the true label's marked ✓ and the model's favourite ★."""
+    """The table as text, one column per position (the editor's rows): ten word columns of marked numbers
+    overflow 1280 px (917 px in 818), five position columns do not. Every p is written out, the true label's
+    marked ✓ and the model's favourite ★."""
     cells = [[fmt_prob(p) for p in row] for row in probs.tolist()]
     for t, (label, greedy) in enumerate(zip(walk["labels"], walk["greedy"])):
         for word, mark in ((greedy, GREEDY_MARK), (label, TRUE_MARK)):  # ✓ ★ when the favourite is right
             column = toy.VOCAB.index(word)
             cells[t][column] = f"{mark} {cells[t][column]}"
-    return pd.DataFrame(cells, columns=toy.VOCAB, index=row_names)
+    return pd.DataFrame(cells, columns=pd.Index(toy.VOCAB, name="word"), index=row_names).T
 
 
 def highlight(table: pd.DataFrame) -> pd.DataFrame:
     styles = pd.DataFrame("", index=table.index, columns=table.columns)
     for t, (label, greedy) in enumerate(zip(walk["labels"], walk["greedy"])):
-        styles.iloc[t, toy.VOCAB.index(greedy)] = GREEDY_STYLE
-        styles.iloc[t, toy.VOCAB.index(label)] = TRUE_LABEL_STYLE
+        styles.iloc[toy.VOCAB.index(greedy), t] = GREEDY_STYLE
+        styles.iloc[toy.VOCAB.index(label), t] = TRUE_LABEL_STYLE
     return styles
 
 

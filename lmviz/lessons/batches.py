@@ -151,6 +151,14 @@ def batch_losses(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, l
     )
 
 
+def nll_under_labels(result: BatchLosses) -> list[list[float | None]]:
+    """(B, T) the -log p that the loss counts, each written under the label it scores: the prediction made at
+    t - 1 scores the label at t. None where no counted prediction scores the label: position 0, which nothing
+    predicts, and every label the loss ignores."""
+    return [[None if t == 0 or not counted[t - 1] else nll[t - 1] for t in range(len(nll))]
+            for nll, counted in zip(result.nll.tolist(), result.counted.tolist())]
+
+
 @dataclass
 class Accumulation:
     micro_batches: list[list[int]]  # the sentence indices in each micro-batch

@@ -20,6 +20,7 @@ from lmviz.lessons.batches import (
     encode_sentences,
     gradient_accumulation,
     labels_for,
+    nll_under_labels,
     pad_batch,
     reorderings,
 )
@@ -81,6 +82,27 @@ def test_batch_loss_is_the_models_own_loss_and_the_token_weighted_mean(tiny_gpt2
     total = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, ignore_index=-100, reduction="sum")
     assert result.token_weighted_mean == pytest.approx((total / (targets != -100).sum()).item(), abs=1e-5)
     assert sum(result.sentence_counts) == count_items(labels) == int(result.counted.sum())
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_each_nll_stands_under_the_label_it_scores(tiny_gpt2, side):
+    ids, mask = pad_batch(SENTENCES, PAD, side)
+    labels = labels_for(ids, mask)
+    shown = nll_under_labels(batch_losses(tiny_gpt2, ids, mask, labels))
+    with torch.no_grad():  # the reference: the logits at t - 1, -log softmax read at the label of t
+        logits = tiny_gpt2(input_ids=ids, attention_mask=mask,
+                           position_ids=torch.clamp(mask.cumsum(-1) - 1, min=0)).logits
+    logp = torch.log_softmax(logits.double(), dim=-1)
+    for b, row in enumerate(shown):
+        for t, value in enumerate(row):
+            label = int(labels[b, t])
+            if t == 0 or label == IGNORE_INDEX:
+                assert value is None, (b, t)
+            else:
+                assert value == pytest.approx(-logp[b, t - 1, label].item(), abs=1e-4), (b, t)
+    # left padding: the first real token of each padded sentence is scored, predicted at the last pad
+    firsts = [row[int(real.nonzero()[0])] for row, real in zip(shown, mask)]
+    assert [v is not None for v in firsts] == [side == "left" and len(s) < ids.shape[1] for s in SENTENCES]
 
 
 def test_right_padding_gives_each_sentence_its_one_at_a_time_loss(tiny_gpt2):
@@ -263,4 +285,52 @@ def test_batches_page_takes_markup_as_plain_text():
     at = open_page("app_pages/batches.py")
     at.text_area(key="batch_text").input("**bold** $x^2$ <b>hi</b>\n:red[b] [x](y) _under_").run()
     assert not at.exception and not at.error
-    assert at.dataframe[0].value["sentence"].tolist() == ["**bold** $x^2$ <b>hi</b>", ":red[b] [x](y) _under_"]
+    assert at.dataframe[0].value["sentence"].tolist() == ["1: **bold** $x^2$ <b>hi</b>", "2: :red[b] [x](y) _under_"]
+
+
+def test_batches_grids_show_the_padded_batch_one_position_a_row(bundled):
+    """Section 2: each grid of each padding, one row per position and one column per sentence, read back against
+    the batch built here by hand: pads on the side asked, -100 on the pads, and the -log p under the labels."""
+    tokenizer = bundled.tokenizer
+    at = open_page("app_pages/batches.py")
+    sequences = encode_sentences(tokenizer, at.text_area(key="batch_text").value.splitlines())
+    width, pad = max(map(len, sequences)), tokenizer.pad_token_id
+    padded = {"right": [s + [pad] * (width - len(s)) for s in sequences],
+              "left": [[pad] * (width - len(s)) + s for s in sequences]}
+    real = {"right": [[t < len(s) for t in range(width)] for s in sequences],
+            "left": [[t >= width - len(s) for t in range(width)] for s in sequences]}
+    expected = {
+        "tokens": lambda side: [[readable_token(tokenizer, i) for i in row] for row in padded[side]],
+        "input_ids": lambda side: padded[side],
+        "attention_mask": lambda side: [[int(r) for r in row] for row in real[side]],
+        "labels": lambda side: [[i if r else IGNORE_INDEX for i, r in zip(ids, rs)]
+                                for ids, rs in zip(padded[side], real[side])],
+    }
+    for view in ["tokens", "input_ids", "attention_mask", "labels", "-log p"]:
+        at.radio(key="batch_grid").set_value(view).run()
+        assert not at.exception
+        grids = {side: at.dataframe[n + 1].value for n, side in enumerate(["right", "left"])}
+        for side, grid in grids.items():
+            assert grid.index.tolist() == list(range(width)) and grid.index.name == "position"
+            assert grid.columns.tolist() == [f"sentence {n + 1}" for n in range(len(sequences))]
+            if view in expected:
+                assert grid.T.values.tolist() == expected[view](side), (view, side)
+        if view == "-log p":  # right padding: each sentence's shown -log p average to its mean loss in section 1
+            means = at.dataframe[0].value["mean loss"].tolist()
+            for column, mean, ids in zip(grids["right"].columns, means, sequences):
+                values = [float(v) for v in grids["right"][column] if v != ""]
+                assert len(values) == len(ids) - 1
+                assert sum(values) / len(values) == pytest.approx(float(mean), abs=1e-4)
+            # left padding scores one more label per short sentence: its first real token, predicted at a pad
+            assert [sum(v != "" for v in grids["left"][c]) for c in grids["left"].columns] == [
+                len(s) - 1 + (len(s) < width) for s in sequences]
+
+
+def test_batches_tables_are_key_tables_in_presentation_mode():
+    """In presentation mode every table of the page is an st.table, at the body text's size, none an st.dataframe
+    drawn at 0.875 rem."""
+    at = open_page("app_pages/batches.py")
+    at.session_state["present"] = True
+    at.run()
+    assert not at.exception
+    assert len(at.dataframe) == 0 and len(at.table) == 6

@@ -76,8 +76,11 @@ def _ignored_question(attention_mask: torch.Tensor, labels: torch.Tensor) -> Que
     real = int(attention_mask.sum())
     ignored = int((labels == IGNORE_INDEX).sum())
     return Question(
-        "ignored", f"In section 2's labels table (Right padding tab), how many labels are {IGNORE_INDEX}?", ignored,
-        reason=f"Each pad's label is {IGNORE_INDEX}: {rows} rows of {width} positions hold {rows * width} labels, "
-               f"{real} of them real tokens, so {ignored} pads; the first column is not {IGNORE_INDEX}, yet nothing "
-               "predicts it, so it does not count either.",
-        hint=f"the label is {IGNORE_INDEX} wherever the attention_mask table of section 2 has a 0 (a pad).", digits=0)
+        "ignored", f"Section 2 with Show set to labels, Right padding tab: how many of the labels are {IGNORE_INDEX}?",
+        ignored,
+        reason=f"Each pad's label is {IGNORE_INDEX}: {rows} sentences of {width} positions hold {rows * width} "
+               f"labels, {real} of them real tokens, so {ignored} pads; position 0 is not {IGNORE_INDEX}, yet "
+               "nothing predicts it, so it does not count either.",
+        hint=f"the label is {IGNORE_INDEX} wherever the attention_mask grid of section 2 has a 0 (a pad): every "
+             "sentence is padded to as many positions as the grid has rows, and section 1 gives each sentence's "
+             "length.", digits=0)

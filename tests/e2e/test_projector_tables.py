@@ -1,0 +1,138 @@
+"""On a 1280×720 projector, in the default mode (sidebar open) and in presentation mode (sidebar folded), every
+table of the Batches and the Toy example pages fits its container: no number hides behind a horizontal scroll.
+Left padding's grid shows the short sentences' real tokens, and a click on the Toy editor's header leaves its
+rows in order."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from lmviz.core import toy
+from lmviz.core.text import readable_token
+from lmviz.lessons.batches import encode_sentences
+from tests.e2e.helpers import assert_no_error, settle
+
+MODES = {"default": "", "presentation": "?present=1"}
+VISIBLE_TABLES = ("[data-testid='stMain'] [data-testid='stDataFrame']:visible, "
+                  "[data-testid='stMain'] [data-testid='stTable']:visible")
+# Each visible table's overflow: a glide grid (st.dataframe, st.data_editor) scrolls in its .dvn-scroller, an
+# st.table in the element around its <table>; neither may be wider than it shows, nor reach past the viewport.
+OVERFLOW = """() => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stDataFrame], '
+                                                + '[data-testid=stMain] [data-testid=stTable]')]
+  .filter(t => t.offsetParent !== null && t.getBoundingClientRect().width > 0)
+  .map(t => {
+    const table = t.querySelector('table'), scroller = t.querySelector('.dvn-scroller') || table.parentElement;
+    const box = t.getBoundingClientRect(), inner = (table || scroller).getBoundingClientRect();
+    return {kind: t.dataset.testid, scroll: scroller.scrollWidth, client: scroller.clientWidth,
+            right: Math.max(box.right, inner.right), inner_right: inner.right, box_right: box.right};
+  })"""
+
+
+def overflowing(tab) -> list[dict]:
+    return [t for t in tab.evaluate(OVERFLOW)
+            if t["scroll"] > t["client"] + 1 or t["right"] > 1280 or t["inner_right"] > t["box_right"] + 1]
+
+
+def open_page(tab, server, page: str, mode: str) -> None:
+    tab.goto(f"{server}/{page}{MODES[mode]}")
+    settle(tab)
+    tab.wait_for_timeout(600)  # presentation mode folds the sidebar: its animation ends before anything is measured
+    assert_no_error(tab)
+
+
+def chooser(tab):
+    """Section 2 of Batches: the radio that chooses which grid of the padded batch it shows (the page's other
+    radios are check-yourself answers)."""
+    label = tab.locator("[data-testid='stWidgetLabel']", has_text=re.compile("^Show$"))
+    return tab.locator("[data-testid='stRadio']", has=label).locator("[role='radiogroup'] label")
+
+
+def show(tab, view: str) -> None:
+    chooser(tab).filter(has_text=re.compile(f"^{re.escape(view)}$")).click()
+    settle(tab)
+
+
+def views(tab) -> list[str]:
+    return [label.strip() for label in chooser(tab).all_inner_texts()]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_batches_table_fits_a_projector(projector, server, mode):
+    open_page(projector, server, "batches", mode)
+    tabs = projector.locator("[data-testid='stMain'] [role='tab']")
+    assert tabs.count() == 2  # Right padding, Left padding
+    for view in views(projector) or [None]:  # before the grids' chooser, there was one view: all of them at once
+        if view:
+            show(projector, view)
+        for n in range(tabs.count()):
+            tabs.nth(n).click()
+            projector.wait_for_timeout(300)
+            assert projector.locator(VISIBLE_TABLES).count() >= 4
+            assert overflowing(projector) == [], (mode, view, tabs.nth(n).inner_text())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_toy_table_fits_a_projector(projector, server, mode):
+    open_page(projector, server, "toy", mode)
+    assert projector.locator(VISIBLE_TABLES).count() == 5  # vocabulary, labels, editor, steps 1-2, step 3
+    assert overflowing(projector) == []
+
+
+def grid_cells(tab, table) -> list[list[str]]:
+    """A visible table's body, row by row, index first: an st.table read as HTML, a glide grid from the copy of
+    its cells it keeps for screen readers (id glide-cell-COLUMN-ROW), which holds only the cells it draws."""
+    if table.get_attribute("data-testid") == "stTable":
+        return [[cell.strip() for cell in row.locator("th, td").all_inner_texts()]
+                for row in table.locator("tbody tr").all()]
+    return table.evaluate("""t => { const rows = {};
+        t.querySelectorAll('[id^=glide-cell-]').forEach(c => { const [col, row] = c.id.split('-').slice(2).map(Number);
+          if (row >= 0) (rows[row] ||= [])[col] = c.innerText.trim(); });
+        return Object.keys(rows).map(Number).sort((a, b) => a - b).map(r => rows[r]); }""")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_left_padding_shows_the_short_sentences_tokens(projector, server, bundled, mode):
+    open_page(projector, server, "batches", mode)
+    text = projector.get_by_label("Sentences, one per line (at most 8)").input_value()
+    sequences = encode_sentences(bundled.tokenizer, text.splitlines())
+    width = max(map(len, sequences))
+    assert min(map(len, sequences)) < width  # there are short sentences to see
+    if views(projector):  # before the chooser, every grid was shown at once, the tokens' first
+        show(projector, "tokens")
+    projector.get_by_role("tab", name="Left padding").click()
+    projector.wait_for_timeout(300)
+    grid = projector.locator(VISIBLE_TABLES).nth(1)  # section 1's table, then section 2's grid
+    grid.scroll_into_view_if_needed()
+    if grid.get_attribute("data-testid") == "stDataFrame":  # the whole grid drawn: nothing scrolls inside it
+        scroller = grid.locator(".dvn-scroller").evaluate("s => [s.scrollWidth, s.clientWidth, s.scrollHeight, "
+                                                         "s.clientHeight]")
+        assert scroller[0] <= scroller[1] + 1 and scroller[2] <= scroller[3] + 1, scroller
+    rows = grid_cells(projector, grid)
+    assert [row[0] for row in rows] == [str(t) for t in range(width)]  # one row per position, every one
+    for column, ids in enumerate(sequences, 1):
+        shown = [row[column] for row in rows[width - len(ids):]]  # left padding: the real tokens end the column
+        assert shown == [readable_token(bundled.tokenizer, i) for i in ids], column
+
+
+def editor_row_names(editor) -> list[str]:
+    return editor.evaluate("e => [...Array(5).keys()].map(r => e.querySelector('#glide-cell-0-' + r)?.innerText)")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_click_on_the_toy_editors_header_keeps_its_rows_in_order(projector, server, mode):
+    open_page(projector, server, "toy", mode)
+    editor = projector.locator("[data-testid='stDataFrame']").nth(2)
+    editor.scroll_into_view_if_needed()
+    before = editor_row_names(editor)
+    labels = toy.label_ids().tolist()
+    assert before == [f"{t}: {toy.INPUT_WORDS[t]} → {toy.VOCAB[labels[t]]}" for t in range(5)]
+    box = editor.locator("[data-testid='stDataFrameResizable']").bounding_box()
+    header_y = box["y"] + 10  # inside the header row, whatever the mode's row height
+    for fraction in (0.3, 0.3, 0.6, 0.9):  # a column clicked twice (ascending, then descending), then others
+        projector.mouse.click(box["x"] + box["width"] * fraction, header_y)
+        projector.wait_for_timeout(400)
+        assert editor_row_names(editor) == before, fraction
+    # the cells under the header still take a click: the first row's cell is selected
+    projector.mouse.click(box["x"] + box["width"] * 0.3, header_y + box["height"] / 6)
+    expect(editor.locator("[id^='glide-cell-'][id$='-0'][aria-selected='true']")).to_have_count(1)
