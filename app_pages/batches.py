@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import default_scorer, scored_with_cpu_fallback
-from lmviz.app.chrome import key_table, term
+from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code
@@ -96,7 +96,7 @@ GRIDS = {
 }
 
 
-st.markdown(
+intro(
     "Training scores several sentences at once. They have different lengths, so the short ones are "
     f"**{term('padded', 'padding')}**, an **attention mask** says which {term('tokens', 'token')} are real, and "
     f"the **{term('labels', 'label')}** are {term('-100', '-100 / ignore_index')} wherever nothing should count. "

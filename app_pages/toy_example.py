@@ -3,7 +3,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from lmviz.app.chrome import chart_font_px, term
+from lmviz.app.chrome import chart_font_px, intro, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -22,7 +22,7 @@ TRUE_LABEL_STYLE = f"background-color: {TOY_TRUE_LABEL_BACKGROUND}; font-weight:
 GREEDY_STYLE = f"color: {TOY_GREEDY_TEXT}"
 EDITOR_KEY = "toy_table_"  # and the reset count: a new key is a fresh editor, with the article's numbers
 
-st.markdown(
+intro(
     "A tiny language model knows 10 words. It reads `<s> I love dogs not cats` "
     "(`<s>` marks the start) and, at every position, gives a probability to each of "
     "its 10 words for *the next word*. Training compares those probabilities with the "
