@@ -2,16 +2,17 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import choose_bert
-from lmviz.app.chrome import term
+from lmviz.app.chrome import key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code, show_masked_tokens, warn_unknown_words
 from lmviz.core.corpus import generate_corpus
 from lmviz.core.losses import bert_loss
 from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
+from lmviz.core.text import escape_markdown
 from lmviz.course.questions.bert_loss import build_questions
 from lmviz.errors import NothingToScore
-from lmviz.lessons.bert import analyse_bert_loss, unknown_words
+from lmviz.lessons.bert import analyse_bert_loss, panel_note, tiny_bert_about, unknown_words
 
 
 @st.cache_data(show_spinner=False)
@@ -51,26 +52,32 @@ except NothingToScore as problem:
     show_problem(problem)
     st.stop()
 
-st.markdown("The masked pair, as the model reads it:")
-show_masked_tokens(result.rows, loaded.tokenizer.mask_token)
-st.caption("Every marked position counts in the masked-LM loss (at least one is always selected here).")
-
-with panel:
-    warn_unknown_words(loaded, unknown_words(loaded.tokenizer, sentence_a, sentence_b), use_the_story,
-                       key="bert_known_text")
+known = unknown_words(loaded.tokenizer, sentence_a, sentence_b)
+with panel, st.container(gap=None):  # no gap above the metrics: the panel stays short
+    note = panel_note(loaded, known)
+    if note:
+        st.caption(escape_markdown(note))
     a, b, c = st.columns(3)
     a.metric("Masked-LM loss", fmt(result.mlm_loss))
     b.metric("Next-sentence loss", fmt(result.nsp_loss))
     c.metric("Total", fmt(result.total))
+warn_unknown_words(loaded, known, use_the_story, key="bert_known_text")
+about = tiny_bert_about(loaded)
+if about and not known.most:  # when it does not know the text, the warning above says all this and more
+    st.caption(escape_markdown(about))
+
+st.markdown("The masked pair, as the model reads it:")
+show_masked_tokens(result.rows, loaded.tokenizer.mask_token)
+st.caption("Every marked position counts in the masked-LM loss (at least one is always selected here).")
 st.markdown(f"The {term('MLM weight', 'MLM weight / NSP weight')} multiplies the masked-LM loss (MLM: masked "
             "language modelling) and the NSP weight the next-sentence loss (NSP: next-sentence prediction) before "
             "the two are added. BERT was trained with both weights 1; the sliders let you change them.")
 st.markdown(f"total = MLM weight × masked-LM loss + NSP weight × next-sentence loss = {mlm_weight:g} × "
             f"{fmt(result.mlm_loss)} + {nsp_weight:g} × {fmt(result.nsp_loss)} = **{fmt(result.total)}**")
-st.dataframe(pd.DataFrame({
+key_table(pd.DataFrame({
     "computed by": ["lmviz bert_loss (these weights)", "BertForPreTraining's own loss (both weights 1)"],
     "loss": [fmt(result.total, CHECK_DIGITS), fmt(result.total_model, CHECK_DIGITS)],
-}), hide_index=True)
+}), file_name="bert-loss.csv", hide_index=True)
 if mlm_weight == 1.0 and nsp_weight == 1.0:
     st.caption(f"With both weights 1 they agree: the difference is {fmt_gap(abs(result.total - result.total_model))}.")
 else:

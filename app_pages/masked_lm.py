@@ -2,7 +2,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import choose_bert
-from lmviz.app.chrome import term
+from lmviz.app.chrome import key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code, show_masked_tokens, warn_unknown_words
@@ -30,6 +30,8 @@ from lmviz.lessons.bert import (
     analyse_mlm_at,
     mask_positions,
     maskable_positions,
+    panel_note,
+    tiny_bert_about,
     unknown_words,
 )
 
@@ -160,12 +162,19 @@ except NothingToScore as problem:
     show_problem(problem)
     st.stop()
 
-with panel:
-    warn_unknown_words(loaded, unknown_words(loaded.tokenizer, text), next_sample, key="mlm_known_text")
+known = unknown_words(loaded.tokenizer, text)
+with panel, st.container(gap=None):  # no gap above the metrics: the panel stays short
+    note = panel_note(loaded, known)
+    if note:
+        st.caption(escape_markdown(note))
     loss, selected, eligible = st.columns(3)
     loss.metric("Masked-LM loss", fmt(result.loss))
     selected.metric("Positions selected (they count)", result.num_selected)
     eligible.metric("Tokens that could be selected", result.num_eligible)
+warn_unknown_words(loaded, known, next_sample, key="mlm_known_text")
+about = tiny_bert_about(loaded)
+if about and not known.most:  # when it does not know the text, the warning above says all this and more
+    st.caption(escape_markdown(about))
 
 st.subheader("1. What the model reads")
 show_masked_tokens(result.rows, loaded.tokenizer.mask_token)
@@ -180,7 +189,7 @@ if result.unknown_tokens:
 st.subheader("2. Labels and predictions")
 only_selected = st.toggle("Only the selected positions (the ones the loss counts)", value=True, key="mlm_only_selected")
 rows = [r for r in result.rows if r.nll is not None] if only_selected else result.rows
-st.dataframe(pd.DataFrame({
+key_table(pd.DataFrame({
     "position": [r.position for r in rows],
     "token": [r.token for r in rows],
     "branch": [r.branch.words for r in rows],
@@ -188,12 +197,19 @@ st.dataframe(pd.DataFrame({
     "label": [r.label for r in rows],
     "p(original)": [fmt_prob(r.prob) if r.prob is not None else "" for r in rows],
     "-log p": [fmt(r.nll) if r.nll is not None else "" for r in rows],
-    "top 5 guesses": [", ".join(f"{t} {fmt_prob(p)}" for t, p in r.top_k) for r in rows],
-}), hide_index=True, column_config={"top 5 guesses": st.column_config.TextColumn(width="large"),
-                                    **{c: st.column_config.Column(width="small") for c in ("position", "label")}})
+}), file_name="masked-lm-positions.csv", hide_index=True)
 st.caption(f"{term('label', 'label')} = {term('-100', '-100 / ignore_index')} means: this position does not count "
            "(Hugging Face's ignore_index). "
            "At a kept position the model sees the right token but must still say it.")
+guessed = [r for r in result.rows if r.top_k]  # the selected positions
+guesses = list(zip(*(r.top_k for r in guessed)))  # guesses[k]: every position's (k + 1)-th likeliest token
+st.markdown(f"The model's {len(guesses)} likeliest tokens at each selected position, with their probabilities:")
+# a table of its own, a guess per column: beside the seven columns above, the guesses did not fit 1280 px
+key_table(pd.DataFrame({
+    "position": [r.position for r in guessed],
+    "token": [r.token for r in guessed],
+    **{f"guess {k + 1}": [f"{t} {fmt_prob(p)}" for t, p in column] for k, column in enumerate(guesses)},
+}), file_name="masked-lm-guesses.csv", hide_index=True)
 with st.expander("How lmviz's masking compares with Hugging Face's and the original BERT's"):
     st.markdown(
         f"- **Random tokens.** lmviz draws a random replacement from the {result.replacement_pool_size:,} ids of "

@@ -1,16 +1,14 @@
 import html
-import random
 from functools import partial
 
 import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import choose_bert
-from lmviz.app.chrome import term
+from lmviz.app.chrome import key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code, warn_unknown_words
-from lmviz.core.corpus import generate_corpus
 from lmviz.core.losses import flip_nsp_labels, nsp_loss
 from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_prob
 from lmviz.core.text import escape_markdown
@@ -18,24 +16,26 @@ from lmviz.course.questions.next_sentence import build_questions, nsp_label_word
 from lmviz.errors import NothingToScore
 from lmviz.figures.chips import chip_row, stacked_chip
 from lmviz.figures.palettes import BLACK, LIGHT_GREY, WHITE
-from lmviz.lessons.bert import analyse_nsp, unknown_words
+from lmviz.lessons.bert import (
+    analyse_nsp,
+    draw_nsp_pair,
+    held_out_stories,
+    panel_note,
+    tiny_bert_nsp_about,
+    unknown_words,
+)
 
 SEGMENT_FILLS = {0: LIGHT_GREY, 1: WHITE}
 SEGMENT_BORDERS = {0: "2px solid transparent", 1: f"2px solid {BLACK}"}
 
 
-@st.cache_data(show_spinner=False)
-def stories() -> list[list[str]]:
-    return [s.sentences for s in generate_corpus(num_train=0, num_validation=100, seed=0).validation]
-
-
 def draw_pair(follows: bool) -> None:
-    """Put a corpus pair in the text boxes: a true continuation, or a sentence of another story."""
-    rng = random.Random()
-    story = rng.choice(stories())
-    i = rng.randrange(len(story) - 1)
-    b = story[i + 1] if follows else rng.choice([s for s in stories() if s is not story])[1]
-    st.session_state.update(nsp_a=story[i], nsp_b=b, nsp_follows="yes" if follows else "no")
+    """Put the next held-out pair in the text boxes, drawn as the tiny BERT's training pairs were: a story's
+    first sentences as A and, as B, the sentence after them or a sentence of another story. Each click
+    is the next draw: the same clicks give the same pairs."""
+    draw = st.session_state.get("nsp_draw", 0) + 1
+    a, b = draw_nsp_pair(follows, draw)
+    st.session_state.update(nsp_draw=draw, nsp_a=a, nsp_b=b, nsp_follows="yes" if follows else "no")
 
 
 st.markdown(
@@ -47,8 +47,10 @@ st.markdown(
 loaded = choose_bert()
 panel = result_panel()
 
-st.session_state.setdefault("nsp_a", stories()[0][0])
-st.session_state.setdefault("nsp_b", stories()[0][1])
+# the first held-out story's first sentence and the next: a pair as in training too, its span one sentence long
+first_a, first_b = held_out_stories()[0].sentences[:2]
+st.session_state.setdefault("nsp_a", first_a)
+st.session_state.setdefault("nsp_b", first_b)
 left, right = st.columns(2)
 left.button("A true continuation from the corpus", on_click=draw_pair, args=(True,))
 right.button("A sentence from another story", on_click=draw_pair, args=(False,))
@@ -63,13 +65,19 @@ except NothingToScore as problem:
     show_problem(problem)
     st.stop()
 
-with panel:
-    warn_unknown_words(loaded, unknown_words(loaded.tokenizer, sentence_a, sentence_b), partial(draw_pair, True),
-                       key="nsp_known_text")
+known = unknown_words(loaded.tokenizer, sentence_a, sentence_b)
+with panel, st.container(gap=None):  # no gap above the metrics: the panel stays short
+    note = panel_note(loaded, known, next_sentence=True)
+    if note:
+        st.caption(escape_markdown(note))
     loss, p_next, label = st.columns(3)
     loss.metric("Next-sentence loss", fmt(result.loss_two_logits))
     p_next.metric("p(B follows A)", fmt_prob(result.probs[0]))
     label.metric("Label (next_sentence_label)", f"{result.label}: {nsp_label_words(result.label)}")
+warn_unknown_words(loaded, known, partial(draw_pair, True), key="nsp_known_text")
+about = tiny_bert_nsp_about(loaded)
+if about:
+    st.caption(escape_markdown(about))
 
 st.subheader("1. One input, two segments")
 st.html(chip_row([stacked_chip(html.escape(token), f"segment {segment}", SEGMENT_FILLS[segment],
@@ -80,11 +88,11 @@ st.caption(escape_markdown(f"Under each token, its segment id (token_type_ids), 
                            f"the token belongs to: 0 for {cls} A {sep}, 1 (framed) for B {sep}."))
 
 st.subheader("2. Two scores, their softmax, and the loss")
-st.dataframe(pd.DataFrame({
+key_table(pd.DataFrame({
     "class": ["0: B follows A", "1: B is from elsewhere"],
     "logit": [fmt(v) for v in result.logits],
     "softmax": [fmt_prob(v) for v in result.probs],
-}), hide_index=True)
+}), file_name="next-sentence-scores.csv", hide_index=True)
 st.markdown(f"The {term('label', 'label')} is **{result.label}** ({nsp_label_words(result.label)}), so "
             f"loss = -log p(class {result.label}) = -log {fmt_prob(result.probs[result.label])} = "
             f"**{fmt(result.loss_two_logits)}**")

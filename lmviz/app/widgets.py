@@ -53,7 +53,7 @@ def show_code(*functions, label: str = "Show the code") -> None:
 
 
 def warn_unknown_words(loaded, check, use_known_text: Callable, key: str) -> None:
-    """Above a BERT page's result, when its model does not know most of the text's words
+    """Under a BERT page's pinned panel, when its model does not know most of the text's words
     (check: lmviz.lessons.bert.UnknownWords): which words, and the two ways out, a text it
     knows (one click, ``use_known_text``) or a model that knows English. A loss over letters
     spelled out one by one says little, and the page must not let it pass for a real one."""
@@ -70,7 +70,7 @@ def warn_unknown_words(loaded, check, use_known_text: Callable, key: str) -> Non
         f", or a model that knows English: {BERT_HUB_ID} under Model, after `python -m lmviz prepare` (once, online)")
     st.warning(
         f"**{escape_markdown(loaded.name)}, with {len(loaded.tokenizer):,} tokens, does not know most of these "
-        f"words** ({check.num_unknown} of {check.num_words}: {words}): the numbers below come from "
+        f"words** ({check.num_unknown} of {check.num_words}: {words}): the numbers on this page come from "
         f"{term('WordPiece', 'WordPiece ##')} pieces and letters, not words. Use a text it knows{english}.")
     st.button("Use a text it knows", key=key, on_click=use_known_text,
               help="Text from lmviz's own generated stories, the words this model was trained on")

@@ -149,6 +149,17 @@ class Corpus:
     seed: int
 
 
+def next_sentence_spans(stories: list[Story], rng: random.Random) -> list[tuple[str, str]]:
+    """Each story cut in two the way BERT's next-sentence task cuts a document: segment A is a span,
+    the story's first sentences (how many is drawn with ``rng``: at least one, never all of them), and
+    B the one sentence that comes next. lmviz.lessons.training.make_batch trains the tiny BERT's
+    next-sentence head on these (a not-next B is then the B of another story of the batch)."""
+    spans = []
+    for story in stories:
+        i = rng.randrange(len(story.sentences) - 1)
+        spans.append((" ".join(story.sentences[: i + 1]), story.sentences[i + 1]))
+    return spans
+
 
 def entropy_per_token(stories: list[Story]) -> float | None:
     """The data's own entropy (nats per token): -log p of the stories under the

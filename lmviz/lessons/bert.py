@@ -7,6 +7,9 @@ so each page can show both side by side.
 
 from __future__ import annotations
 
+import functools
+import json
+import random
 import time
 import unicodedata
 from dataclasses import asdict, dataclass
@@ -14,11 +17,13 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from lmviz.core.corpus import Story, generate_corpus, next_sentence_spans, vocabulary
 from lmviz.core.labels import IGNORE_INDEX, IS_NEXT_HF, Branch
 from lmviz.core.losses import bert_loss, mlm_loss, nsp_loss
 from lmviz.core.masking import MlmMask, create_mlm_mask, replacement_pool
 from lmviz.core.text import readable_token, valid_text
 from lmviz.errors import LearnerError, NothingToScore
+from lmviz.models.loading import ASSETS, BERT_HUB_ID, TINY_BERT
 from lmviz.models.pretrained import model_build_lock
 
 MAX_PAIR_TOKENS = 128  # long enough for two sentences, short enough to stay quick on a CPU
@@ -333,3 +338,82 @@ def analyse_bert_loss(loaded, sentence_a: str, sentence_b: str, b_follows_a: boo
         loaded.name, _mlm_rows(loaded.tokenizer, ids, mask, info["mlm_info"], out.prediction_logits, 1),
         enc["token_type_ids"][0].tolist(), int(label), float(info["nsp_info"]["p_is_next"][0]),
         info["mlm_info"]["loss"], info["nsp_info"]["loss"], mlm_weight, nsp_weight, total.item(), out.loss.item())
+
+
+@functools.cache
+def held_out_stories() -> list[Story]:
+    """The stories the Next-sentence page draws its pairs from: the first validation stories of the corpus
+    scripts.pretrain_tiny trains the tiny BERT on (seed 0), a random stream it never trained on."""
+    return generate_corpus(num_train=0, num_validation=100, seed=0).validation
+
+
+def draw_nsp_pair(follows: bool, draw: int) -> tuple[str, str]:
+    """Draw number ``draw`` of the Next-sentence page's buttons: two held-out stories, and the first pair that
+    lmviz.lessons.training.make_batch makes of them with seed ``draw``, as it made the tiny BERT's training
+    pairs: A the first story's first sentences (next_sentence_spans), and B the sentence after them or, when
+    not ``follows``, the other story's B (create_nsp_pairs takes a not-next B from the B places of the batch's
+    other stories). The same ``draw`` always gives the same pair."""
+    story, other = random.Random(f"nsp-draw-{draw}").sample(held_out_stories(), 2)  # not the spans' own stream
+    (a, b), (_, elsewhere) = next_sentence_spans([story, other], random.Random(draw))
+    return a, b if follows else elsewhere
+
+
+def tiny_bert_nsp_accuracy() -> dict:
+    """How often the tiny BERT's next-sentence head is right, as benchmarks/nsp_accuracy.py measured it and
+    recorded it in assets/tiny-models.json: per way of drawing pairs ("as_in_training", draw_nsp_pair's, and
+    "one_sentence_a", A one sentence), the share right where B follows A ("is_next") and where it does not
+    ("not_next"); with the pairs per label, the first draw and the command."""
+    models = json.loads((ASSETS / "tiny-models.json").read_text())["models"]
+    return next(m for m in models if m["objective"] == "mlm+nsp")["page_pairs"]
+
+
+def percent(share: float) -> str:
+    return f"{100 * share:.1f} %"
+
+
+# The BERT pages' notes on what their model can do: one line for the pinned panel, and the rest for below
+# it (the panel stays short enough to leave a 720-pixel projector's screen to the page).
+
+def panel_note(loaded, check: UnknownWords, next_sentence: bool = False) -> str | None:
+    """The panel's one line: that the model does not know most of the text's words (check: unknown_words),
+    else, on the tiny BERT, what it knows (on the Next-sentence page, ``next_sentence``, how often it is
+    right); None for another BERT on words it knows."""
+    if check.most:
+        return (f"{loaded.name} does not know {check.num_unknown} of these {check.num_words} words: "
+                "these numbers say little (below).")
+    if loaded.name != TINY_BERT:
+        return None
+    if next_sentence:
+        right = tiny_bert_nsp_accuracy()["as_in_training"]
+        return (f"{loaded.name}, on pairs drawn as trained: right {percent(right['is_next'])} if B follows A, "
+                f"{percent(right['not_next'])} if not (below).")
+    return (f"{loaded.name} knows only lmviz's stories (a vocabulary of {len(loaded.tokenizer):,}): other words "
+            "are spelled out (below).")
+
+
+def tiny_bert_about(loaded) -> str | None:
+    """Below the panel, on the tiny BERT: what it knows, and what becomes of other words. None for another BERT."""
+    if loaded.name != TINY_BERT:
+        return None
+    pieces = " ".join(loaded.tokenizer.tokenize("Paris"))
+    words = len(set(vocabulary()) & set(loaded.tokenizer.get_vocab()))
+    return (f"{loaded.name} was trained on lmviz's generated stories only. Its vocabulary of "
+            f"{len(loaded.tokenizer):,} is their {words} words, letters and BERT's special entries: any other word "
+            f"is spelled out (“Paris” becomes {pieces}), and a loss over letters says little. For English, choose "
+            f"{BERT_HUB_ID} under Model, after python -m lmviz prepare (once, online).")
+
+
+def tiny_bert_nsp_about(loaded) -> str | None:
+    """Below the Next-sentence page's panel, on the tiny BERT: how often it is right on the pairs the buttons
+    draw, and on pairs with one sentence as A; the measurement's size and command. None for another BERT."""
+    if loaded.name != TINY_BERT:
+        return None
+    measured = tiny_bert_nsp_accuracy()
+    span, one = measured["as_in_training"], measured["one_sentence_a"]
+    return (f"How often {loaded.name} is right, on {measured['pairs_per_label']:,} pairs of each kind drawn by "
+            f"the buttons above: {percent(span['is_next'])} when B follows A, {percent(span['not_next'])} when B "
+            f"is from another story (measured by {measured['command']}). Its training pairs were drawn that way: "
+            "A a span, a story's first sentences, which name its two characters and its place, and B one "
+            "sentence. With one sentence of a story as A instead, it is right on only "
+            f"{percent(one['is_next'])} of true pairs and {percent(one['not_next'])} of the others: a sentence "
+            "such as “they felt happy .” says little about whose story it is.")

@@ -36,6 +36,22 @@ def test_toy_page_shows_the_articles_loss():
     assert any('greedy decoding would pick "am"' in w.value for w in at.warning)
 
 
+def test_toy_steps_1_and_2_give_each_position_a_column():
+    """Ten word columns of marked numbers overflowed a projector: the table has one column per position, one row
+    per word, and each column's ✓ stands on its true label's row with the article's probability."""
+    from lmviz.core import toy
+    from tests.helpers import LABELS
+
+    at = open_page("app_pages/toy_example.py")
+    marked = next(d.value for d in at.dataframe if any("✓" in str(v) for v in d.value.to_numpy().ravel()))
+    assert marked.index.tolist() == toy.VOCAB
+    assert marked.columns.tolist() == [f"{t}: {toy.INPUT_WORDS[t]} → {toy.VOCAB[i]}" for t, i in enumerate(LABELS)]
+    for t, label in enumerate(LABELS):
+        ticked = [word for word in toy.VOCAB if "✓" in marked.iloc[:, t][word]]
+        assert ticked == [toy.VOCAB[label]]
+        assert marked.iloc[:, t][toy.VOCAB[label]].endswith(fmt_prob(toy.PROBABILITIES[t][label]))
+
+
 def test_editing_a_probability_changes_the_loss():
     at = open_page("app_pages/toy_example.py")
     # position 1 ("I" -> "love"): raise p(love) from 0.30 to 0.90; the row then sums to 1.6 and is rescaled
@@ -274,7 +290,13 @@ def test_masked_lm_page_matches_the_library_and_rerolls():
     table = at.dataframe[0].value
     assert table["branch"].tolist() == [r.branch.words for r in expected.rows]
     assert table["label"].tolist() == [r.label for r in expected.rows]
-    checks = at.dataframe[1].value["loss"].tolist()
+    guesses = at.dataframe[1].value  # the top 5, a column per guess, at the selected positions
+    selected = [r for r in expected.rows if r.label != -100]
+    assert guesses["position"].tolist() == [r.position for r in selected]
+    assert list(guesses.columns[2:]) == [f"guess {k}" for k in range(1, 6)]
+    for k in range(5):
+        assert guesses[f"guess {k + 1}"].tolist() == [f"{r.top_k[k][0]} {fmt_prob(r.top_k[k][1])}" for r in selected]
+    checks = at.dataframe[2].value["loss"].tolist()
     assert checks == [fmt(expected.loss, CHECK_DIGITS), fmt(expected.loss_model, CHECK_DIGITS)]
     at.button[1].click().run()  # Re-roll
     assert at.number_input(key="mlm_seed").value == 1

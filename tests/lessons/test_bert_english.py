@@ -1,5 +1,6 @@
 """The BERT pages with a teacher's own English: offline, the tiny BERT knows only lmviz's story words,
-so the pages say so above their numbers; and the Masked LM page masks the tokens the learner chooses."""
+so the pages say so, in one line of the pinned panel and in full below it; and the Masked LM page masks the
+tokens the learner chooses."""
 
 import pytest
 import torch
@@ -7,7 +8,8 @@ import torch.nn.functional as F
 
 from lmviz.core.corpus import generate_corpus
 from lmviz.core.numbers import fmt
-from lmviz.lessons.bert import SPELLED_PIECES, unknown_words, word_pieces
+from lmviz.core.text import escape_markdown
+from lmviz.lessons.bert import SPELLED_PIECES, panel_note, unknown_words, word_pieces
 from lmviz.models.loading import load_bert
 from tests.helpers import open_page
 
@@ -81,17 +83,19 @@ def test_the_tiny_bert_does_not_know_english_and_knows_its_stories(tiny, story):
     assert known.words == [] and known.num_words > 10 and not known.most
 
 
-# --- the three pages: the warning above the numbers, the words listed, one click to a text it knows
+# --- the three pages: one line in the pinned panel, the warning below it, one click to a text it knows
 
 def in_page_order(at) -> list:
-    """Warnings and metrics, in the order the page draws them (the pinned panel first)."""
+    """Warnings and metrics, in the order the page draws them (the pinned panel first), each with whether it
+    lies in the pinned panel."""
     found = []
 
-    def walk(node):
-        if getattr(node, "type", None) in ("alert", "metric") or type(node).__name__ in ("Warning", "Metric"):
-            found.append(node)
+    def walk(node, in_panel=False):
+        in_panel = in_panel or getattr(node, "key", None) == "result-panel"
+        if type(node).__name__ in ("Warning", "Metric", "Caption"):
+            found.append((type(node).__name__, in_panel, node))
         for child in getattr(node, "children", {}).values():
-            walk(child)
+            walk(child, in_panel)
 
     walk(at.main)
     return found
@@ -111,15 +115,17 @@ def fill_bert(at):
     at.text_input(key="bert_b").input(ENGLISH_B)
 
 
-PAGES = {"app_pages/masked_lm.py": fill_mlm, "app_pages/next_sentence.py": fill_nsp,
-         "app_pages/bert_loss.py": fill_bert}
+PAGES = {"app_pages/masked_lm.py": (fill_mlm, [ENGLISH]),  # the page, how to fill it, and the texts it then scores
+         "app_pages/next_sentence.py": (fill_nsp, [ENGLISH, ENGLISH_B]),
+         "app_pages/bert_loss.py": (fill_bert, [ENGLISH, ENGLISH_B])}
 
 
 @pytest.mark.parametrize("page", list(PAGES))
-def test_each_bert_page_warns_above_its_numbers_on_english_and_offers_a_text_it_knows(page, tiny):
+def test_each_bert_page_says_so_in_one_line_of_its_panel_and_warns_below_it_on_english(page, tiny):
     at = open_page(page)
     assert not at.exception and not [w for w in at.warning if WARNING in w.value]  # its own story: no warning
-    PAGES[page](at)
+    fill, texts = PAGES[page]
+    fill(at)
     at.run()
     assert not at.exception
     [warning] = [w for w in at.warning if WARNING in w.value]
@@ -127,8 +133,15 @@ def test_each_bert_page_warns_above_its_numbers_on_english_and_offers_a_text_it_
         assert f"“{word}”" in warning.value
     assert f"with {len(tiny.tokenizer):,} tokens" in warning.value  # read from the model in use
     assert "bert-base-uncased" in warning.value and "python -m lmviz prepare" in warning.value
-    order = [type(node).__name__ for node in in_page_order(at)]
-    assert "Metric" in order and order.index("Warning") < order.index("Metric")  # above the numbers
+    drawn = in_page_order(at)
+    in_panel = [(kind, node) for kind, panel, node in drawn if panel]
+    # the panel: one line that says so (panel_note, whose words the lessons' tests check), then the numbers
+    check = unknown_words(tiny.tokenizer, *texts)
+    assert [kind for kind, _ in in_panel] == ["Caption", "Metric", "Metric", "Metric"]
+    assert in_panel[0][1].value == escape_markdown(panel_note(tiny, check))
+    assert f"does not know {check.num_unknown} of these {check.num_words} words" in in_panel[0][1].value
+    kinds = [kind for kind, panel, _ in drawn if not panel]
+    assert kinds.index("Warning") > 0 and "Metric" not in kinds[:kinds.index("Warning")]  # below the panel
     [button] = [b for b in at.button if b.label == "Use a text it knows"]
     button.click().run()
     assert not at.exception and at.metric and not [w for w in at.warning if WARNING in w.value]
