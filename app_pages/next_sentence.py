@@ -70,7 +70,7 @@ with panel, st.container(gap=None):  # no gap above the metrics: the panel stays
     note = panel_note(loaded, known, next_sentence=True)
     if note:
         st.caption(escape_markdown(note))
-    loss, p_next, label = st.columns(3)
+    loss, p_next, label = st.columns([1, 1, 2])  # the label is said in words: "1: B does not follow A"
     loss.metric("Next-sentence loss", fmt(result.loss_two_logits))
     p_next.metric("p(B follows A)", fmt_prob(result.probs[0]))
     label.metric("Label (next_sentence_label)", f"{result.label}: {nsp_label_words(result.label)}")

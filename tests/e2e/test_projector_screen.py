@@ -12,7 +12,7 @@ from lmviz.core.numbers import fmt
 from lmviz.course.registry import PATH
 from lmviz.lessons.causal_lm import analyse_clm
 from scripts.live_server import SETTLED, running_server
-from tests.e2e.helpers import ARTIFACTS, assert_no_error, overflowing_tables, settle
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, overflowing_tables, settle
 
 PANEL_METRIC = ".st-key-result-panel [data-testid='stMetric']"
 
@@ -161,3 +161,25 @@ def test_on_a_phone_the_pinned_panel_leaves_most_of_the_screen_to_the_page(brows
     assert cut == []
     tab.screenshot(path=str(ARTIFACTS / "sentence-phone.png"))
     context.close()
+
+
+@pytest.mark.parametrize("path", [lesson.url_path for lesson in PATH])
+def test_in_default_mode_no_pinned_number_is_cut(projector, server, path):
+    """With the sidebar open (818 px left for the page at 1280), every number of the pinned panel is whole: Next
+    sentence's label read "1: B does not f…"."""
+    projector.goto(f"{server}/{path}")
+    settle(projector)
+    cut = projector.evaluate("""() => [...document.querySelectorAll(
+        '.st-key-result-panel [data-testid=stMetricValue] [data-testid=stMarkdownContainer]')]
+        .filter(v => v.scrollWidth > v.clientWidth + 1).map(v => v.innerText)""")
+    assert cut == []
+
+
+def test_next_sentences_label_in_words_is_whole_in_default_mode(projector, server):
+    projector.goto(f"{server}/nsp")
+    settle(projector)
+    projector.get_by_text("no", exact=True).click()
+    value = metric(projector, "Label (next_sentence_label)")
+    expect(value).to_have_text("1: B does not follow A", timeout=60_000)
+    assert value.evaluate("v => v.querySelector('[data-testid=stMarkdownContainer]').scrollWidth") <= \
+        value.evaluate("v => v.querySelector('[data-testid=stMarkdownContainer]').clientWidth") + 1
