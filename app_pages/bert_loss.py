@@ -2,7 +2,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import choose_bert
-from lmviz.app.chrome import key_table, term
+from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code, show_masked_tokens, warn_unknown_words
@@ -20,7 +20,7 @@ def first_story() -> list[str]:
     return generate_corpus(num_train=0, num_validation=1, seed=0).validation[0].sentences
 
 
-st.markdown(
+intro(
     "BERT was pre-trained on both tasks at once: one forward pass over a *masked* sentence pair gives the "
     "masked-LM predictions at the selected positions and the next-sentence scores at "
     f"{term('[CLS]', '[CLS] / [SEP] / [MASK]')}. "

@@ -2,7 +2,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import choose_bert
-from lmviz.app.chrome import key_table, term
+from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code, show_masked_tokens, warn_unknown_words
@@ -57,7 +57,7 @@ def split_inputs() -> tuple[int, int, str | None]:
                                 f"{random_share} %, what is left after [MASK], and keeps none.")
 
 
-st.markdown(
+intro(
     "BERT reads the whole sentence at once, so predicting the next word would be cheating. Instead about "
     f"**15 %** of the {term('tokens', 'token')} are *selected*; of those, **80 %** become "
     f"{term('[MASK]', '[CLS] / [SEP] / [MASK]')}, **10 %** a random token and "

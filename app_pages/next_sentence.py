@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import choose_bert
-from lmviz.app.chrome import key_table, term
+from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code, warn_unknown_words
@@ -38,7 +38,7 @@ def draw_pair(follows: bool) -> None:
     st.session_state.update(nsp_draw=draw, nsp_a=a, nsp_b=b, nsp_follows="yes" if follows else "no")
 
 
-st.markdown(
+intro(
     "BERT's second pre-training task. Two sentences are packed into one input, "
     f"{term('[CLS] A [SEP] B [SEP]', '[CLS] / [SEP] / [MASK]')}; half the time B really follows A, half the time "
     f"it is a sentence from elsewhere. A small head on top of the [CLS] {term('token', 'token')} gives two scores, "

@@ -2,7 +2,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
-from lmviz.app.chrome import term
+from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -21,6 +21,7 @@ from lmviz.lessons.next_token import (
     hand_digits,
     hand_exponent,
     if_true_next,
+    kept_true_next,
     next_token_logits,
     question_inputs,
     row_in_whole_text,
@@ -32,6 +33,7 @@ from lmviz.serving.scorer import CausalScorer
 MAX_CHARS = 2000
 DEFAULT_PREFIX = "The capital of France is"
 TYPE_A_WORD = "a word I type…"
+SHOWN_CHARS = 300  # of the text under the Generate buttons: its end, where tokens are appended
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -56,14 +58,30 @@ def continued(tokenizer, logits, text: str, token_id: int) -> str:
 
 
 def append(token_id: int, how: str) -> None:
-    """A button's callback: the chosen token joins the text box, and the page says what was appended."""
-    st.session_state["next_text"] = continued(tokenizer, logits, text, token_id)
+    """A button's callback: the chosen token joins the text box, and the page says what was appended. A typed
+    true next word keeps the token it was read as (see true_next_of_word)."""
+    longer = continued(tokenizer, logits, text, token_id)
+    kept = st.session_state.get("next_word_kept")
+    if kept is not None and kept[:2] == (st.session_state.get("next_word"), text):
+        st.session_state["next_word_kept"] = (kept[0], longer, kept[2])
+    st.session_state["next_text"] = longer
     st.session_state["next_appended"] = f"Appended {readable_token(tokenizer, token_id)} ({how})."
     if how.startswith("sampled"):
         st.session_state["next_seed"] += 1  # the next draw is another one, and the sequence stays reproducible
 
 
-st.markdown(
+def true_next_of_word(word: str):
+    """The typed word read after the text, or, when only Generate has changed the text since it was read, the
+    token it was read as then (session state next_word_kept: the word, the text now, the token id)."""
+    kept = st.session_state.get("next_word_kept")
+    if kept is not None and kept[:2] == (word, text):
+        return kept_true_next(logits, tokenizer, word, kept[2])
+    read = if_true_next(logits, tokenizer, word)
+    st.session_state["next_word_kept"] = (word, text, read.token_id)
+    return read
+
+
+intro(
     f"At the last position of a text, the model gives every {term('token', 'token')} of its vocabulary a raw score, "
     f"a {term('logit', 'logit')} z. The {term('softmax', 'softmax')} turns the scores into probabilities: "
     f"p = e^(z/T) / Σ e^(z/T) over the whole vocabulary, where T is the {term('temperature', 'temperature')}. "
@@ -123,7 +141,7 @@ true_next = None
 try:
     if picked == TYPE_A_WORD:
         word = st.text_input("The word that comes next", key="next_word", max_chars=100)
-        true_next = if_true_next(logits, tokenizer, word) if word.strip() else None
+        true_next = true_next_of_word(word) if word.strip() else None
     elif picked is not None:
         true_next = if_true_next(logits, tokenizer, picked)
 except BadInput as problem:
@@ -195,7 +213,7 @@ table = pd.DataFrame({
     "p = e^(z/T) / Σ": [fmt_prob(c.prob) for c in shown.top],
     "-log p": [fmt(c.nll) for c in shown.top],
 })
-st.dataframe(table, hide_index=True, height=300)
+key_table(table, "next-token-top.csv", hide_index=True, height=300)
 first = shown.top[0]
 listed = sum(c.prob for c in shown.top)
 # Written with the decimals that give p back by hand (lmviz.lessons.next_token.hand_digits), not always the table's.
@@ -233,8 +251,11 @@ sampled = sample_token(logits.logits, temperature, int(seed))
 sampled_p = softmax_with_temperature(logits.logits, temperature)[sampled].item()
 sample_col.button(f"Sample a token (seed {int(seed)})", on_click=append,
                   args=(sampled, f"sampled with seed {int(seed)} at T = {temperature:g}, p = {fmt_prob(sampled_p)}"))
-if "next_appended" in st.session_state:
-    st.caption(escape_markdown(st.session_state.pop("next_appended")))
+# The text the buttons continue, under them: on a projector the result of a click is on screen with the button.
+with st.container(border=True, key="next-generated"):
+    appended = st.session_state.pop("next_appended", "")
+    st.caption(escape_markdown(f"{appended} The text now:".strip()))
+    st.text(text if len(text) <= SHOWN_CHARS else "…" + text[-SHOWN_CHARS:])
 
 show_code(softmax_with_temperature, distribution, sample_token, if_true_next)
 check_yourself("next-token", build_questions(shown, *question_inputs(logits, tokenizer, shown, true_next)))

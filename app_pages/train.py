@@ -1,7 +1,9 @@
+import math
+
 import streamlit as st
 
 from lmviz.app.choosers import forget_trained_models, keep_trained_model
-from lmviz.app.chrome import term, terms_linked
+from lmviz.app.chrome import intro, term, terms_linked
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -38,8 +40,8 @@ def vocabulary_size(user_text: str | None) -> int:
 
 
 def questions_now(trainer: Trainer | None, objective: str, user_text: str | None) -> list:
-    """On the model the page shows; before it has trained, on the tokenizer Train would build."""
-    if trainer is not None and trainer.history:
+    """On the model the page shows once it has trained; before, on the tokenizer Train would build."""
+    if trainer is not None and trainer.step:
         return build_questions(trainer.objective, len(trainer.tokenizer), trainer.history)
     return build_questions(objective, vocabulary_size(user_text))
 
@@ -62,13 +64,32 @@ def read_user_text() -> str | None:
 
 
 def show_headline(trainer: Trainer) -> None:
-    """The step and the latest validation loss of each part, in the pinned result panel."""
+    """The step, the latest validation loss of each part and ln V, where the token loss starts, in the pinned
+    result panel: from step 0, the untrained model, before anyone presses Train."""
     validation = trainer.latest_validation
+    size = len(trainer.tokenizer)
     with headline.container():
-        columns = st.columns(1 + len(validation))
+        columns = st.columns(2 + len(validation))
         columns[0].metric("Step", trainer.step)
         for column, (part, value) in zip(columns[1:], validation.items()):
             column.metric(f"Validation loss: {part}", fmt(value))
+        columns[-1].metric(f"Uniform guess: ln V = ln {size}", fmt(math.log(size)),
+                           help=f"The loss of a model that gives each of the V = {size} tokens the same probability.")
+
+
+def new_trainer(objective: str, preset: str, user_text: str | None) -> Trainer:
+    """A fresh model for these settings, its step 0 recorded; ValueError, with a sentence for the learner, where
+    it cannot train on the text."""
+    corpus = corpus_from_text(user_text) if user_text is not None else None
+    try:
+        trainer = Trainer(objective, preset, corpus=corpus, device="auto")
+    except ValueError as problem:  # e.g. next-sentence pairs need other stories to draw "not next" ones from
+        if "nsp" not in objective:
+            raise
+        raise ValueError(f"{problem} Next-sentence prediction draws its not-next sentences from other stories: "
+                         "paste more stories, separated by blank lines, or train the masked LM alone.") from problem
+    trainer.record_start()
+    return trainer
 
 
 def line_explanations(trainer: Trainer) -> dict[str, str]:
@@ -93,18 +114,28 @@ def line_explanations(trainer: Trainer) -> dict[str, str]:
     return {label: said[label] for label in shown if label in said}
 
 
-def draw(trainer: Trainer, chart, progress, target_step: int | None = None) -> None:
-    history = trainer.history
+def show_progress(trainer: Trainer, target_step: int) -> None:
+    progress.progress(min(1.0, trainer.step / target_step),
+                      text=f"step {trainer.step} of {target_step} — {trainer.history[-1].seconds:.0f} s")
+
+
+def draw(trainer: Trainer) -> None:
     show_headline(trainer)
     with chart.container():
-        show_chart(plots.training_curves(history, trainer.reference_lines, PART_UNITS),
-                   key=f"training_curves_{len(history)}")
-    if target_step:
-        progress.progress(min(1.0, trainer.step / target_step),
-                          text=f"step {trainer.step} of {target_step} — {history[-1].seconds:.0f} s")
+        show_chart(plots.training_curves(trainer.history, trainer.reference_lines, PART_UNITS),
+                   key=f"training_curves_{len(trainer.history)}")
 
 
-st.markdown(
+def show_guesses(trainer: Trainer) -> None:
+    record = trainer.latest_predictions
+    if record is not None:
+        with guesses.container():
+            st.subheader(f"What the model guesses (step {record.step})")
+            for line in record.predictions:
+                st.text(line)
+
+
+intro(
     f"A model starts knowing nothing: its {term('token', 'token')} loss, in {term('nats', 'nats')}, is about ln V, "
     "the loss of a uniform guess over its V "
     "tokens (and its next-sentence loss about ln 2, a uniform guess between two answers). Its "
@@ -123,91 +154,84 @@ with st.expander("What the model learns from: lmviz's generated stories"):
 
 with result_panel():
     headline = st.empty()
-left, middle, right = st.columns(3)
-objective = left.selectbox("Objective", list(OBJECTIVES), format_func=OBJECTIVES.get, key="train_objective")
-preset = middle.selectbox("Model size", list(PRESETS), key="train_preset",
+# The controls left, the curve right, level with the buttons: on a 1280×720 projector the curve a click starts
+# is on screen with the button, under the pinned panel.
+controls, curve = st.columns([2, 3])
+with controls:
+    with st.container(horizontal=True):
+        start = st.button("Train", type="primary")
+        st.button("Stop", help="Stops after the current step; the model keeps what it learned.")
+        reset = st.button("Start over")
+    progress = st.empty()
+    objective = st.selectbox("Objective", list(OBJECTIVES), format_func=OBJECTIVES.get, key="train_objective")
+    preset = st.selectbox("Model size", list(PRESETS), key="train_preset",
                           format_func=lambda p: f"{p}: {PRESETS[p][1]} layers, width {PRESETS[p][0]}")
-steps = right.number_input("Steps", min_value=10, max_value=5000, value=300, step=50, key="train_steps")
-user_text = read_user_text()
+    steps = st.number_input("Steps", min_value=10, max_value=5000, value=300, step=50, key="train_steps")
+    user_text = read_user_text()
+chart = curve.empty()
+guesses = st.empty()
 
 settings = (objective, preset, user_text)
 trainer: Trainer | None = st.session_state.get("trainer")
-if trainer is not None and st.session_state.get("trainer_settings") != settings:
-    st.caption("The settings changed: pressing Train starts a new model from scratch.")
-
-go, stop, reset = st.columns([1, 1, 4])
-start = go.button("Train", type="primary")
-stop.button("Stop", help="Stops after the current step; the model keeps what it learned.")
-if reset.button("Start over"):
-    for key in ("trainer", "last_predictions"):
-        st.session_state.pop(key, None)
+if trainer is not None:
+    # Streamlit starts this run at once, while the run it replaces (Train, before Stop or any other click) may
+    # still be inside a step: wait for that step, and end that run, so that what this run shows stays shown.
+    trainer.stop()
+if reset:
+    st.session_state.pop("trainer", None)
     forget_trained_models()
     trainer = None
-
-progress = st.empty()
-chart = st.empty()
-guesses = st.empty()
-
-
-def show_guesses() -> None:
-    if "last_predictions" in st.session_state:
-        at, lines = st.session_state["last_predictions"]
-        with guesses.container():
-            st.subheader(f"What the model guesses (step {at})")
-            for line in lines:
-                st.text(line)
-
-
-if start:
-    if trainer is None or st.session_state.get("trainer_settings") != settings:
-        try:
-            corpus = corpus_from_text(user_text) if user_text is not None else None
-        except ValueError as problem:
+settings_changed = trainer is not None and st.session_state.get("trainer_settings") != settings
+# An untrained model follows the settings; a trained one is kept until Train starts another.
+if trainer is None or (settings_changed and (start or trainer.step == 0)):
+    st.session_state.pop("trainer", None)
+    trainer = None
+    try:
+        with st.spinner("Building the tokenizer and a fresh model…"):
+            trainer = new_trainer(*settings)
+    except ValueError as problem:
+        if start:
             show_problem(problem, kind="error")
             st.stop()
-        try:
-            with st.spinner("Building the tokenizer and a fresh model…"):
-                trainer = Trainer(objective, preset, corpus=corpus, device="auto")
-        except ValueError as problem:  # e.g. next-sentence pairs need other stories to draw "not next" ones from
-            advice = (" Next-sentence prediction draws its not-next sentences from other stories: paste more stories, "
-                      "separated by blank lines, or train the masked LM alone.") if "nsp" in objective else ""
-            show_problem(f"{problem}{advice}", kind="error")
-            st.stop()
+        show_problem(f"Nothing to train yet: {problem}", headline, kind="caption")
+    else:
         st.session_state.update(trainer=trainer, trainer_settings=settings)
-    target = trainer.step + int(steps)
-    # Clicking Stop (or any widget) reruns this script, which ends the loop; the
-    # model and its history stay in st.session_state, owned by this session.
-    st.session_state.pop("last_predictions", None)
-    for record in trainer.run(int(steps)):
-        if record.step % REDRAW_EVERY == 0 or record.step == target:
-            draw(trainer, chart, progress, target)
-        if record.predictions:
-            st.session_state["last_predictions"] = (record.step, record.predictions)
-            show_guesses()
+elif settings_changed:
+    controls.caption("The settings changed: pressing Train starts a new model from scratch.")
 
-if trainer is not None and trainer.history:
+if trainer is not None and start:
+    target = trainer.step + int(steps)
+    for record in trainer.run(int(steps)):
+        show_progress(trainer, target)  # a Streamlit call at every step: a click ends this run within one step
+        if record.step % REDRAW_EVERY == 0 or record.step == target:
+            draw(trainer)
+        if record.predictions:
+            show_guesses(trainer)
+
+if trainer is not None:
     if not start:
-        draw(trainer, chart, progress)
-    last = trainer.history[-1]
+        draw(trainer)
+        show_guesses(trainer)
     validation = trainer.latest_validation
     parts = ", ".join(f"{part} {fmt(value)}" for part, value in validation.items())
     total = f" (sum {fmt(sum(validation.values()))}, the number training lowers)" if len(validation) > 1 else ""
-    st.markdown(f"**{OBJECTIVES[trainer.objective]}**, model size {trainer.preset}, on {trainer.device}: "
-                f"{last.step} steps in {last.seconds:.0f} s. Validation loss: {parts}{total}.")
+    if trainer.step:
+        last = trainer.history[-1]
+        st.markdown(f"**{OBJECTIVES[trainer.objective]}**, model size {trainer.preset}, on {trainer.device}: "
+                    f"{last.step} steps in {last.seconds:.0f} s. Validation loss: {parts}{total}.")
+    else:
+        st.info(f"Step 0, the untrained model: validation loss {parts}{total}. Press Train. The smallest model "
+                "shows a clear fall within a minute on a laptop.")
     st.caption(terms_linked("The chart's reference lines, as its legend names them: " + " ".join(
         f"“{label}” is {said}" for label, said in line_explanations(trainer).items())))
-    if not start:
-        show_guesses()
-    keep_trained_model(trainer)
-    if trainer.objective == "clm":
-        st.page_link("app_pages/your_sentence.py", label="Score a sentence with the model you trained",
-                     icon=":material/edit_note:")
-    else:
-        st.page_link("app_pages/masked_lm.py", label="Mask a sentence for the BERT you trained",
-                     icon=":material/theater_comedy:")
-else:
-    headline.caption("Press Train: the step and the validation loss appear here as the model learns.")
-    st.info("Press Train. The smallest model shows a clear fall within a minute on a laptop.")
+    if trainer.step:
+        keep_trained_model(trainer)
+        if trainer.objective == "clm":
+            st.page_link("app_pages/your_sentence.py", label="Score a sentence with the model you trained",
+                         icon=":material/edit_note:")
+        else:
+            st.page_link("app_pages/masked_lm.py", label="Mask a sentence for the BERT you trained",
+                         icon=":material/theater_comedy:")
 
 show_code(Trainer.train_step, compute_loss, loss_parts, make_batch)
 try:

@@ -162,7 +162,7 @@ def present_params() -> dict[str, str]:
     return {PRESENT_KEY: "1"} if presenting() else {}
 
 
-def key_table(data, file_name: str = "lmviz-table.csv", **dataframe_options) -> None:
+def key_table(data, file_name: str, **dataframe_options) -> None:
     """A page's key table: st.dataframe, or in presentation mode an HTML table (st.table) whose text is the
     body text's size, readable at the back (st.dataframe's canvas keeps 0.875 rem whatever the CSS says);
     under it, in both modes, a button that downloads it as ``file_name`` (st.table has no download of its own,

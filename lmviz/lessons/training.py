@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+import threading
 import time
 import uuid
 from collections import Counter
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lmviz.core.corpus import Corpus, Story, entropy_per_token, generate_corpus, unigram_entropy
+from lmviz.core.corpus import Corpus, Story, entropy_per_token, generate_corpus, next_sentence_spans, unigram_entropy
 from lmviz.core.losses import bert_loss, clm_loss, mlm_loss
 from lmviz.core.masking import create_mlm_mask, create_nsp_pairs
 from lmviz.core.numbers import fmt_prob
@@ -122,11 +123,9 @@ def make_batch(objective: str, stories: list[Story], tokenizer, seed: int) -> Ba
     the batch (label 1); then masked.
     """
     if objective == "mlm+nsp":
-        rng = random.Random(seed)
         sentences, doc_ids = [], []
-        for k, story in enumerate(stories):
-            i = rng.randrange(len(story.sentences) - 1)
-            sentences += [" ".join(story.sentences[: i + 1]), story.sentences[i + 1]]
+        for k, (a, b) in enumerate(next_sentence_spans(stories, random.Random(seed))):
+            sentences += [a, b]
             doc_ids += [k, k]
         longest = (MAX_POSITIONS - 3) // 2  # [CLS] A [SEP] B [SEP] must fit the model
         encoded = [tokenizer(s, add_special_tokens=False)["input_ids"][:longest] for s in sentences]
@@ -220,6 +219,10 @@ class Trainer:
         self.step = 0
         self.identity = uuid.uuid4().hex  # with the step, names this model's weights for caches (see LoadedModel)
         self.history: list[StepRecord] = []
+        # A step and its record happen under _lock; a run trains only while it is the latest (see stop), which
+        # _numbering, never held during a step, counts
+        self._lock, self._numbering = threading.Lock(), threading.Lock()
+        self._runs = 0
         self.validation = self.corpus.validation[:num_validation]
         # a fixed batch (fixed mask, fixed pairs), so that validation losses are comparable across steps
         self._validation_batch = make_batch(objective, self.validation, self.tokenizer, seed=10**6).to(self.device)
@@ -249,6 +252,11 @@ class Trainer:
     def latest_validation(self) -> dict[str, float]:
         """The loss parts of the most recent validation (step 0's before any training)."""
         return next(r.validation for r in reversed(self.history) if r.validation is not None)
+
+    @property
+    def latest_predictions(self) -> StepRecord | None:
+        """The latest record with the model's guesses on the fixed validation story."""
+        return next((r for r in reversed(self.history) if r.predictions), None)
 
     def train_step(self) -> dict[str, float]:
         self.model.train()
@@ -314,22 +322,45 @@ class Trainer:
                 lines.append(f"p(B follows A) = {fmt_prob(p_next)} for B = “{b}” ({truth})")
         return lines
 
+    def record_start(self) -> StepRecord:
+        """Step 0, the untrained model's validation loss, where every curve starts: recorded once, before
+        any step (a page shows it before anyone presses Train)."""
+        with self._lock:
+            if not self.history:
+                self.history.append(StepRecord(0, None, self.validation_losses(), 0.0))
+            return self.history[0]
+
+    def stop(self) -> int:
+        """End any run of this model in progress, once the step it is computing is recorded; returns the
+        number of the next run. A Streamlit page calls it before reading the history: a click starts a new
+        script run while the old one may still be inside a step, and that old run would otherwise go on
+        training (and recording) until its next Streamlit call."""
+        with self._numbering:
+            self._runs += 1
+            number = self._runs
+        with self._lock:  # the step in progress, if any, is recorded; the run that made it makes no other
+            return number
+
     def run(self, steps: int, eval_every: int = 10, predict_every: int = 50):
         """Train ``steps`` more steps, yielding a StepRecord after each (and, the first
-        time, one for step 0: the untrained model's validation loss)."""
-        start = time.perf_counter() - (self.history[-1].seconds if self.history else 0.0)
-        if not self.history:  # step 0: the untrained model, where every curve starts
-            self.history.append(StepRecord(0, None, self.validation_losses(), 0.0))
-            yield self.history[-1]
+        time, one for step 0: the untrained model's validation loss). It ends early, before a
+        step, once another run has started or ``stop`` was called."""
+        this_run = self.stop()
+        if not self.history:
+            yield self.record_start()
+        start = time.perf_counter() - self.history[-1].seconds
         last = self.step + steps
         for _ in range(steps):
-            train = self.train_step()
-            done = self.step == last
-            validation = self.validation_losses() if self.step % eval_every == 0 or done else None
-            predictions = self.predictions() if self.step % predict_every == 0 or done else None
-            record = StepRecord(self.step, train, validation, time.perf_counter() - start, predictions)
-            self.history.append(record)
-            yield record
+            with self._lock:
+                if self._runs != this_run:
+                    return
+                train = self.train_step()
+                done = self.step == last
+                validation = self.validation_losses() if self.step % eval_every == 0 or done else None
+                predictions = self.predictions() if self.step % predict_every == 0 or done else None
+                record = StepRecord(self.step, train, validation, time.perf_counter() - start, predictions)
+                self.history.append(record)
+            yield record  # outside the lock: the caller draws while another run may stop this one
 
 
 @torch.no_grad()

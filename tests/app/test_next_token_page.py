@@ -57,7 +57,7 @@ def test_a_row_of_your_sentence_opens_here_with_the_same_loss(bundled):
     at = open_page("app_pages/your_sentence.py")
     expected = analyse_clm(bundled, at.text_area(key="text").value)
     position = 3
-    next(box for box in at.selectbox if box.key.startswith("sentence_to_next")).set_value(position).run()
+    next(box for box in at.selectbox if (box.key or "").startswith("sentence_to_next")).set_value(position).run()
     link = next(p.proto for p in at.get("page_link") if "Next token page" in p.proto.label)
     assert link.page == "next-token"
     params = {key: values[0] for key, values in parse_qs(link.query_string).items()}
@@ -204,3 +204,36 @@ def test_the_worked_softmax_gives_its_p_back_from_the_digits_it_shows(bundled, t
         fewer = (Decimal(fmt(shown.top[0].scaled_logit, decimals - 1))
                  - Decimal(fmt(shown.log_normalizer, decimals - 1)))
         assert fmt_prob(math.exp(fewer)) != p
+
+
+def test_the_text_so_far_is_under_the_generate_buttons_and_a_typed_word_keeps_its_token(bundled):
+    """Issue 29: the generated text grew only in the box at the top, far from the buttons; and "Lyon", typed as the
+    true next word, became "L" once the greedy new line was appended (read again there, it has no space)."""
+    prefix = "The capital of France is Paris."
+    at = open_page_with("app_pages/next_token.py", {"text": prefix})
+    box = at.selectbox(key="next_true")
+    box.set_value(box.options[-1]).run()  # "a word I type…"
+    at.text_input(key="next_word").input("Lyon").run()
+    lyon = bundled.tokenizer.convert_tokens_to_ids("ĠLyon")
+    assert f"-log p({readable_token(bundled.tokenizer, lyon)}), T = 1" in metrics(at)
+    probs = softmax_of_the_model(bundled, prefix, 1.0)
+    greedy = int(probs.argmax())
+    next(b for b in at.button if b.label.startswith("Append the greedy token")).click().run()
+    longer = prefix + bundled.tokenizer.decode([greedy])
+    assert at.text_area(key="next_text").value == longer and longer.endswith("\n")
+    assert f"Appended {readable_token(bundled.tokenizer, greedy)} (greedy). The text now:" in page_text(at)
+    assert longer.strip() in [t.value.strip() for t in at.text]  # the text so far, under the buttons
+    after = -torch.log(softmax_of_the_model(bundled, longer, 1.0)[lyon]).item()
+    assert float(metrics(at)[f"-log p({readable_token(bundled.tokenizer, lyon)}), T = 1"]) == pytest.approx(
+        after, abs=2e-4)
+    assert at.text_input(key="next_word").value == "Lyon"
+    at.text_area(key="next_text").input("Cities:\n").run()  # a text typed by hand: the word is read after it
+    assert "-log p(L), T = 1" in metrics(at)
+
+
+def test_the_key_table_is_an_html_table_in_presentation_mode(bundled):
+    at = open_page_with("app_pages/next_token.py", {"present": "1"})
+    assert not at.exception and not at.dataframe
+    table = next(t.value for t in at.table if "logit z" in t.value.columns)
+    text = at.text_area(key="next_text").value
+    assert table["id"].tolist() == softmax_of_the_model(bundled, text, 1.0).topk(20).indices.tolist()

@@ -1,6 +1,7 @@
 """lmviz.lessons.training: the tokenizer, the batches, and a loop whose loss is lmviz's own."""
 
 import math
+import threading
 
 import pytest
 import torch
@@ -99,6 +100,49 @@ def test_a_few_steps_lower_the_validation_loss(objective, tokenizer, small_corpu
     assert trainer.step == 40 and len(trainer.history) == 41
     more = list(trainer.run(2))  # a second run continues: no second step 0
     assert [r.step for r in more] == [41, 42]
+
+
+def test_stop_waits_for_the_step_in_progress_and_nothing_is_recorded_after_it(tokenizer, small_corpus):
+    """Issue 29: after Stop the Train page's numbers changed. Streamlit starts the new script run at once, while
+    the old one, inside a step, went on training and recording until its next Streamlit call. Here the old run
+    is a thread paused inside step 3 when stop is called."""
+    trainer = Trainer("clm", "tiny", corpus=small_corpus, tokenizer=tokenizer, num_validation=16)
+    inside, go = threading.Event(), threading.Event()
+    real_step = trainer.train_step
+
+    def paused_step():
+        parts = real_step()
+        if trainer.step == 3:
+            inside.set()
+            go.wait(60)
+        return parts
+
+    trainer.train_step = paused_step
+    steps_seen = []
+    old_run = threading.Thread(target=lambda: steps_seen.extend(r.step for r in trainer.run(50, eval_every=1)))
+    old_run.start()
+    assert inside.wait(60)
+    stopper = threading.Thread(target=trainer.stop)
+    stopper.start()
+    stopper.join(0.5)
+    assert stopper.is_alive()  # it waits for the step in progress
+    go.set()
+    stopper.join(60)
+    shown = [(r.step, r.validation) for r in trainer.history]  # what the page draws once stop returns
+    old_run.join(60)
+    assert not old_run.is_alive() and steps_seen == [0, 1, 2, 3]  # the old run ended on its own, after step 3
+    assert [(r.step, r.validation) for r in trainer.history] == shown and trainer.step == shown[-1][0] == 3
+
+
+def test_a_new_run_ends_an_older_one_before_its_next_step(tokenizer, small_corpus):
+    trainer = Trainer("clm", "tiny", corpus=small_corpus, tokenizer=tokenizer, num_validation=16)
+    start = trainer.record_start()  # what the page shows before Train
+    old = trainer.run(10)
+    assert next(old).step == 1  # step 0 was recorded already: it is not recorded twice
+    assert [r.step for r in trainer.run(3)] == [2, 3, 4]
+    assert list(old) == []  # the old run, still open, trains no more
+    assert [r.step for r in trainer.history] == [0, 1, 2, 3, 4] and trainer.step == 4
+    assert trainer.history[0] is start and trainer.record_start() is start
 
 
 @pytest.mark.parametrize("objective", list(OBJECTIVES))

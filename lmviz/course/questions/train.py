@@ -52,7 +52,7 @@ def _perplexity_question(part: str, vocab_size: int, history: list[StepRecord]) 
                         float(vocab_size), digits=PERPLEXITY_DIGITS, hint=hint,
                         reason=f"Perplexity is e^loss, and e^(ln {vocab_size}) = {vocab_size}, the perplexity of a "
                                f"uniform guess over the {vocab_size} tokens. An untrained model starts near it: "
-                               "press Train, and step 0 records where this one does.")
+                               "step 0, in the pinned panel, is where this one does.")
     latest = next(r for r in reversed(history) if r.validation is not None)
     loss = latest.validation[part]
     return Question(

@@ -1,0 +1,194 @@
+"""On a 1280×720 projector, Train and Next token: the result of a click on screen with the button that made it,
+numbers that stay put once training stops, a typed word kept as typed, and a key table readable at the back."""
+
+import math
+import re
+from urllib.parse import quote
+
+import pytest
+import torch
+from playwright.sync_api import expect
+
+from lmviz.core.labels import IGNORE_INDEX
+from lmviz.core.numbers import fmt
+from lmviz.core.text import readable_token
+from lmviz.lessons.next_token import if_true_next, next_token_logits
+from lmviz.lessons.training import Trainer, make_batch
+from tests.e2e.helpers import assert_no_error, metric, settle
+
+MODES = {"default": "", "presentation": "?present=1"}
+VALIDATION = "Validation loss: next token"
+
+
+def top(tab, selector: str, edge: str = "top") -> float:
+    return tab.evaluate(f"document.querySelector({selector!r}).getBoundingClientRect().{edge}")
+
+
+def panel_bottom(tab) -> float:
+    return top(tab, ".st-key-result-panel", "bottom")
+
+
+def scroll_main(tab, pixels: float) -> None:
+    """Scroll the main column (it scrolls, not the window), and give the page a moment to lay out."""
+    tab.evaluate("d => document.querySelector('[data-testid=stMain]').scrollBy(0, d)", pixels)
+    tab.wait_for_timeout(400)
+
+
+def scroll_under_panel(tab, control) -> None:
+    """Scroll as far as a teacher does to have ``control`` on screen: until the pinned panel sticks under the
+    header and the control is just under the panel (Streamlit's 1 rem gap between elements)."""
+    scroll_main(tab, top(tab, ".st-key-result-panel") - top(tab, "[data-testid=stHeader]", "bottom"))
+    gap = control.evaluate("e => e.getBoundingClientRect().top") - panel_bottom(tab)
+    scroll_main(tab, gap - 20)
+    gap = control.evaluate("e => e.getBoundingClientRect().top") - panel_bottom(tab)
+    assert 0 <= gap <= 30, f"the control is {gap:.0f} px from the pinned panel"
+
+
+def wholly_on_screen(tab, *elements) -> None:
+    """Each element inside the viewport, and none of it under the pinned panel."""
+    for element in elements:
+        expect(element).to_be_in_viewport(ratio=1, timeout=60_000)
+        assert element.bounding_box()["y"] >= panel_bottom(tab) - 1
+
+
+def untrained_validation_loss() -> tuple[float, int]:
+    """What a fresh Train model for the page's first settings (causal LM, tiny, lmviz's stories, seed 0) loses on
+    its validation batch, by GPT2LMHeadModel's own loss, not lmviz's; and V, from the model's output layer."""
+    trainer = Trainer("clm", "tiny")
+    batch = make_batch("clm", trainer.validation, trainer.tokenizer, seed=10**6)
+    labels = batch.input_ids.masked_fill(batch.attention_mask == 0, IGNORE_INDEX)
+    trainer.model.eval()
+    with torch.no_grad():
+        loss = trainer.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, labels=labels).loss
+    return loss.item(), trainer.model.get_output_embeddings().out_features
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_train_opens_on_the_untrained_models_loss_next_to_ln_v(projector, server, mode):
+    projector.goto(f"{server}/train{MODES[mode]}")
+    settle(projector)
+    loss, size = untrained_validation_loss()
+    start = metric(projector, VALIDATION)
+    expect(start).to_be_in_viewport(ratio=1)  # on the first screen, before anyone presses Train
+    assert float(start.inner_text()) == pytest.approx(loss, abs=2e-5)
+    assert metric(projector, "Step").inner_text() == "0"
+    uniform = metric(projector, f"Uniform guess: ln V = ln {size}")
+    expect(uniform).to_be_in_viewport(ratio=1)
+    assert uniform.inner_text() == fmt(math.log(size))
+    assert_no_error(projector)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_train_draws_the_curve_beside_the_button(projector, server, mode):
+    projector.goto(f"{server}/train{MODES[mode]}")
+    settle(projector)
+    projector.get_by_label("Steps").fill("20")
+    button = projector.get_by_role("button", name="Train", exact=True)
+    button.click()
+    projector.wait_for_selector("text=20 steps in", timeout=180_000)
+    settle(projector)
+    assert metric(projector, "Step").inner_text() == "20"
+    scroll_under_panel(projector, button)
+    wholly_on_screen(projector, button, projector.locator("[data-testid='stMain'] .js-plotly-plot"))
+    assert_no_error(projector)
+
+
+def shown_numbers(tab) -> tuple[str, str, str]:
+    """The panel's step and validation loss, and the summary's step count."""
+    summary = tab.locator("[data-testid='stMain'] p", has_text=re.compile(r"\d+ steps in \d+ s\.")).inner_text()
+    return metric(tab, "Step").inner_text(), metric(tab, VALIDATION).inner_text(), re.search(r"(\d+) steps", summary)[1]
+
+
+def test_the_numbers_shown_after_stop_never_change(projector, server):
+    projector.goto(f"{server}/train")
+    settle(projector)
+    projector.get_by_label("Steps").fill("2000")
+    projector.get_by_role("button", name="Train", exact=True).click()
+    projector.wait_for_function(
+        """() => [...document.querySelectorAll("[data-testid='stMetric']")].some(m =>
+             m.querySelector("[data-testid='stMetricLabel']")?.innerText.trim() === 'Step' &&
+             +m.querySelector("[data-testid='stMetricValue']").innerText >= 25)""", timeout=180_000)
+    stop = projector.get_by_role("button", name="Stop", exact=True)
+    stop.click()
+    projector.wait_for_selector("text=steps in", timeout=60_000)
+    settle(projector)
+    shown = shown_numbers(projector)
+    assert shown[0] == shown[2]  # the panel's step is the summary's: one run drew both
+    projector.wait_for_timeout(3000)
+    assert shown_numbers(projector) == shown
+    stop.click()  # another run of the page: it reads the model again, which nothing trains any more
+    settle(projector)
+    projector.wait_for_timeout(1000)
+    settle(projector)
+    assert shown_numbers(projector) == shown
+    assert_no_error(projector)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_generated_text_is_on_screen_with_the_generate_buttons(projector, server, mode):
+    projector.goto(f"{server}/next-token{MODES[mode]}")
+    settle(projector)
+    greedy = projector.get_by_role("button", name="Append the greedy token, ␣Paris")
+    scroll_under_panel(projector, greedy)
+    greedy.click()
+    expect(projector.get_by_label("The beginning of a text")).to_have_value("The capital of France is Paris",
+                                                                            timeout=120_000)
+    settle(projector)
+    generated = projector.locator(".st-key-next-generated")
+    expect(generated.get_by_test_id("stText")).to_have_text("The capital of France is Paris")
+    expect(generated).to_contain_text("Appended ␣Paris (greedy).")
+    sample = projector.get_by_role("button", name=re.compile(r"^Sample a token"))
+    wholly_on_screen(projector, generated, projector.get_by_role("button", name=re.compile("^Append the greedy")),
+                     sample)
+    assert_no_error(projector)
+
+
+def test_a_typed_true_word_is_kept_as_typed_after_an_append(projector, server, bundled):
+    prefix = "The capital of France is Paris."
+    tokenizer = bundled.tokenizer
+    before = next_token_logits(bundled, prefix)
+    newline = int(before.logits.argmax())
+    longer = prefix + tokenizer.decode([newline])
+    lyon = if_true_next(before, tokenizer, "Lyon")
+    # the case of the finding: read again after the greedy token (a new line), "Lyon" is other tokens
+    assert tokenizer.decode([newline]) == "\n" and if_true_next(next_token_logits(bundled, longer), tokenizer,
+                                                                 "Lyon").token_id != lyon.token_id
+
+    projector.goto(f"{server}/next-token?text={quote(prefix)}")
+    settle(projector)
+    projector.get_by_label("If the text really continued with").click()
+    projector.keyboard.type("a word I type")  # the list is long: typed, it shows that one option
+    projector.get_by_role("option", name="a word I type…").click()
+    word = projector.get_by_label("The word that comes next")
+    word.fill("Lyon")
+    word.press("Enter")
+    label = f"-log p({lyon.token}), T = 1"
+    expect(metric(projector, label)).to_have_text(fmt(lyon.nll), timeout=120_000)
+    projector.get_by_role("button", name=f"Append the greedy token, {readable_token(tokenizer, newline)}").click()
+    expect(projector.get_by_label("The beginning of a text")).to_have_value(longer, timeout=120_000)
+    settle(projector)
+    ids = tokenizer(longer, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():  # the model's own forward pass on the longer text, its last position
+        logits = bundled.model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+    expected = -torch.log_softmax(logits, -1)[lyon.token_id].item()
+    expect(metric(projector, label)).to_be_visible()
+    assert float(metric(projector, label).inner_text()) == pytest.approx(expected, abs=2e-4)
+    expect(word).to_have_value("Lyon")
+    assert_no_error(projector)
+
+
+def test_next_tokens_key_table_is_body_text_size_in_presentation_mode(projector, server, bundled):
+    projector.goto(f"{server}/next-token?present=1")
+    settle(projector)
+    table = projector.locator("[data-testid='stMain'] [data-testid='stTable']", has_text="logit z")
+    expect(table).to_have_count(1, timeout=60_000)
+    sizes = table.evaluate("""t => [parseFloat(getComputedStyle(t.querySelector('td')).fontSize),
+        parseFloat(getComputedStyle(document.querySelector('[data-testid=stMain] [data-testid=stMarkdownContainer] p'))
+                   .fontSize)]""")
+    assert sizes[0] >= sizes[1] >= 24, sizes
+    result = next_token_logits(bundled, "The capital of France is")
+    top = result.logits.topk(3).indices.tolist()
+    ids = table.locator("tbody tr").evaluate_all(
+        "rows => rows.slice(0, 3).map(r => [...r.querySelectorAll('td')].map(c => c.innerText.trim()))")
+    assert [int(row[2].replace(",", "")) for row in ids] == top  # rank, token, id: the model's own top three
+    assert_no_error(projector)
