@@ -183,3 +183,19 @@ def test_next_sentences_label_in_words_is_whole_in_default_mode(projector, serve
     expect(value).to_have_text("1: B does not follow A", timeout=60_000)
     assert value.evaluate("v => v.querySelector('[data-testid=stMarkdownContainer]').scrollWidth") <= \
         value.evaluate("v => v.querySelector('[data-testid=stMarkdownContainer]').clientWidth") + 1
+
+
+def test_next_tokens_rank_of_an_unlikely_word_is_whole_in_default_mode(projector, server):
+    """A word the model does not expect has a rank in the thousands: "1,400 of 49,152" was cut to "1,400 of…"."""
+    projector.goto(f"{server}/next-token")
+    settle(projector)
+    projector.get_by_label("If the text really continued with").click()
+    projector.keyboard.type("a word I type")  # the list is long: typed, it shows that one option
+    projector.get_by_role("option", name="a word I type…").click()
+    box = projector.get_by_label("The word that comes next")
+    box.fill(" zebra")
+    box.press("Enter")
+    value = projector.locator(".st-key-result-panel [data-testid='stMetric']", has_text="Rank of").locator(
+        "[data-testid='stMetricValue'] [data-testid='stMarkdownContainer']")
+    expect(value).to_have_text(re.compile(r"^\d{1,3}(,\d{3})+$"), timeout=60_000)
+    assert value.evaluate("v => v.scrollWidth <= v.clientWidth + 1")
