@@ -3,13 +3,13 @@ import math
 import pandas as pd
 import streamlit as st
 
-from lmviz.app.chrome import chart_font_px, intro, term
+from lmviz.app.chrome import chart_font_px, intro, key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
 from lmviz.core import toy
 from lmviz.core.losses import clm_loss, token_cross_entropy
-from lmviz.core.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
+from lmviz.core.numbers import PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.core.text import escape_markdown
 from lmviz.course.questions.toy_example import build_questions
 from lmviz.figures import plots
@@ -21,6 +21,10 @@ TRUE_MARK, GREEDY_MARK = "✓", "★"
 TRUE_LABEL_STYLE = f"background-color: {TOY_TRUE_LABEL_BACKGROUND}; font-weight: bold"
 GREEDY_STYLE = f"color: {TOY_GREEDY_TEXT}"
 EDITOR_KEY = "toy_table_"  # and the reset count: a new key is a fresh editor, with the article's numbers
+# A step moves a logit by η·|g| and every |g| is at most 1/N = 1/5: at 0.1 the loss barely moves, around 1 to 10 it
+# visibly falls, at 30 every p(label) is near 1. About a factor of 3 between choices: a log scale.
+LEARNING_RATES = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+GRADIENT_KEY = "toy-gradient"  # the gradient table's container, for its line height in presentation mode
 
 intro(
     "A tiny language model knows 10 words. It reads `<s> I love dogs not cats` "
@@ -176,5 +180,100 @@ show_chart(plots.nll_curve(walk["p_label"], names, walk["loss"], walk["uniform_l
 st.caption("-log p is 0 when the model is certain and right (p = 1) and grows without bound as p falls to 0"
            + (": a p of 0 is off the top of any chart, marked by the arrow." if walk["impossible"] else "."))
 
-show_code(toy.toy_loss, clm_loss, token_cross_entropy)
-check_yourself("toy", build_questions(walk))
+st.subheader("4. How training lowers the loss: the gradient, and one step")
+st.markdown(
+    f"Training changes a model so that its loss falls. Here the model's only numbers are its "
+    f"{term('logits', 'logit')}, z = {term('log p', 'log-probability')}: {term('softmax', 'softmax')}(log p) = "
+    f"p / Σp = p, because each row sums to 1. The {term('gradient', 'gradient')} of the loss with respect to a "
+    "logit is how fast the loss changes as that logit alone is raised. For the mean over the 5 labels it is "
+    "(p − y)/5, where y is 1 on the true word and 0 on the others:"
+)
+
+
+def fmt_gradient(g: float) -> str:
+    """A gradient entry as fmt_prob writes a probability (p/5 is a fifth of one), with its sign."""
+    return ("-" if g < 0 else "") + fmt_prob(abs(g))
+
+
+def gradient_table(gradient: list[list[float]]) -> pd.DataFrame:
+    """(p − y)/5 with one column per position, as in Step 1 and 2's table (ten word columns would not fit a
+    projector), the true label's entry marked ✓; and under the words, each column's sum."""
+    cells = [[fmt_gradient(g) for g in row] for row in gradient]
+    for t, label in enumerate(labels):
+        cells[t][label] = f"{TRUE_MARK} {cells[t][label]}"
+    # rounded to the entries' 6 decimals: float64 leaves about 1e-17 of the exact 0, which the caption states
+    sums = [fmt_gradient(round(sum(row), 6)) for row in gradient]
+    return pd.DataFrame([*zip(*cells), sums], columns=row_names, index=pd.Index([*toy.VOCAB, "sum"], name="word"))
+
+
+gradient = toy.loss_gradient(probs)
+# In presentation mode its 12 rows of 24 px text were 565 px high, and under the pinned panel 550 px of a 720 px
+# screen are left: a tighter line (1.25, not 1.5) shows the whole table, sum row and all, at once.
+st.html(f"""<style>.st-key-{GRADIENT_KEY} [data-testid="stTable"] :is(th, td) {{ line-height: 1.25; }}</style>""")
+with st.container(key=GRADIENT_KEY):
+    key_table(gradient_table(gradient.tolist()), "toy-gradient.csv", height="content")
+st.caption(
+    f"{TRUE_MARK} marks the true word's entry, (p − 1)/5: negative, so raising that logit lowers the loss. Every "
+    "other entry is p/5, so lowering those logits lowers it too. Each column adds up to (1 − 1)/5 = 0, up to "
+    f"float64's rounding (the largest leftover here: {fmt_gap(gradient.sum(dim=-1).abs().max().item())})."
+)
+
+st.markdown(
+    "One step of gradient descent moves every logit against its gradient, z' = z − η·g, where η is the "
+    f"{term('learning rate', 'learning rate')}. No entry of g is larger than 1/5 in size, so a rate from 1 to 10 "
+    "moves the logits enough to see:"
+)
+rate_column, before_column, after_column = st.columns([2, 1, 1])
+rate = rate_column.select_slider("Learning rate η", LEARNING_RATES, value=1.0, format_func=lambda r: f"{r:g}",
+                                 key="toy_learning_rate")
+step = toy.one_step(probs, rate)
+before_column.metric("Loss before", fmt(walk["loss"]))
+after_column.metric("Loss after one step", fmt(step["loss_after"]))
+key_table(pd.DataFrame(
+    [[fmt_prob(p) for p in walk["p_label"]], [fmt_prob(p) for p in step["p_label_after"]],
+     [fmt(v) for v in walk["nll"]], [fmt(v) for v in step["nll_after"]]],
+    index=["p(label) before", "p(label) after", "-log p before", "-log p after"], columns=row_names,
+), "toy-one-step.csv")
+
+
+def loss_change() -> str:
+    """What the step did to the loss, and why; said also when it did not fall."""
+    how = ("The step raised each true word's logit by η(1 − p)/5 and lowered every other logit by η·p/5, so no "
+           "p(label) can fall: each row here has logits of its own.")
+    if walk["impossible"]:
+        return (f"{how} The loss stays ∞: a true word with p = 0 has the logit log 0 = −∞, and a step of any "
+                "finite size leaves it at −∞, so its p stays 0.")
+    if step["loss_after"] >= walk["loss"]:
+        return (f"{how} The loss did not fall: every true word already has p = 1, or so nearly 1 that the step's "
+                "change is too small for float64 to hold.")
+    return (f"{how} The loss fell by {fmt(walk['loss'] - step['loss_after'])}. In a real model the logits come "
+            "from weights that every position shares, and a step too large can make the loss rise.")
+
+
+st.markdown(loss_change())
+
+
+def one_row_by_hand(t: int) -> str:
+    """Row t's step written out, every number within a calculator's reach."""
+    label, p = labels[t], walk["p_label"][t]
+    z, g, after = step["logits"][t][label], step["gradient"][t][label], step["logits_after"][t][label]
+    return (
+        f"By hand, row {escape_markdown(row_names[t])}: the true word's logit is z = ln {fmt_prob(p)} = {fmt(z)} and "
+        f"its gradient ({fmt_prob(p)} − 1)/5 = {fmt_gradient(g)}, so z' = {fmt(z)} − {rate:g} × ({fmt_gradient(g)}) = "
+        f"{fmt(after)}. Every other logit becomes z' = ln p − {rate:g} × p/5. Then p(label) after = e^z' / Σ e^z' = "
+        f"{fmt(math.exp(after))} / {fmt(step['exp_sums_after'][t])} = {fmt_prob(step['p_label_after'][t])}."
+    )
+
+
+shown = next((t for t, p in enumerate(walk["p_label"]) if p > 0), None)  # ln 0 = −∞: no arithmetic to show
+if shown is not None:
+    st.markdown(one_row_by_hand(shown))
+st.caption(
+    f"z' = z − η·g is the update of {term('SGD', 'SGD')}, one {term('optimizer step', 'optimizer step')} with the "
+    "logits as the weights. A real model's step moves its weights instead, and the logits follow; the Train page "
+    f"trains its models with {term('AdamW', 'AdamW')}, which divides each weight's step by the size of that "
+    "weight's recent gradients."
+)
+
+show_code(toy.toy_loss, toy.loss_gradient, toy.one_step, clm_loss, token_cross_entropy)
+check_yourself("toy", build_questions(walk, step))

@@ -5,12 +5,16 @@
     python -m lmviz nsp "SENTENCE A" "SENTENCE B" [--not-next] [--json]
     python -m lmviz next "PREFIX" [--model ID] [--temperature T] [--top-k K] [--seed N] [--true-next WORD] [--json]
     python -m lmviz sft "USER" "ANSWER" [--system TEXT] [--model ID] [--json]
+    python -m lmviz step "TEXT" [--lr 1e-3] [--optimizer sgd|adamw] [--steps N] [--other "TEXT"] [--model ID] [--json]
     python -m lmviz prepare [MODEL ...] [--only] [--list]
 
 ``next``: the model's distribution for the token after PREFIX (top K, everything else, greedy;
 a seeded sample with --seed; the loss of one true next word with --true-next).
 ``sft``: the conversation written by the model's chat template, lmviz's answer-only labels, and the
 loss with those labels, with TRL's completion-only labels and with every token counted.
+``step``: the gradient of TEXT's mean loss with respect to each position's logits, by the formula and by
+autograd; then N steps of SGD on every weight (TEXT's and --other's tokens before and after, the loss per
+step), or with --optimizer adamw AdamW's first step on the output matrix. The shared weights are not changed.
 ``prepare``: before class, while online, download the models the pages offer (and MODEL ...), check
 that each loads offline, and print where each is and its size; ``--list`` prints what loads offline now.
 Bad input prints one sentence on stderr and exits with code 2.
@@ -24,11 +28,22 @@ import math
 import sys
 from dataclasses import asdict
 
-from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
+from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_grad, fmt_prob
 from lmviz.core.text import readable_token
 from lmviz.errors import ModelLoadError, NotEnoughMemory, NothingToScore
 from lmviz.lessons.bert import analyse_mlm, analyse_nsp
 from lmviz.lessons.chat_loss import ChatTemplateError, analyse_sft
+from lmviz.lessons.gradient_step import (
+    MAX_LEARNING_RATE,
+    MAX_STEPS,
+    SIGN_LIKE,
+    STEP_MAX_TOKENS,
+    adamw_first_step,
+    check_learning_rate,
+    check_steps,
+    logit_gradient,
+    sgd_steps,
+)
 from lmviz.lessons.next_token import (
     DEFAULT_TOP_K,
     BadInput,
@@ -39,7 +54,7 @@ from lmviz.lessons.next_token import (
 )
 from lmviz.models.loading import DEFAULT_MODEL, DTYPES, TINY_BERT, load_bert, load_causal_lm
 from lmviz.models.settings import default_dtype
-from lmviz.serving.scoring import score_text
+from lmviz.serving.scoring import explaining_out_of_memory, score_text
 
 
 def _progress(fraction: float, message: str) -> None:
@@ -198,6 +213,122 @@ def _sft_table(result) -> str:
     return "\n".join(lines + [f"{name:<{width}}{value}" for name, value in losses])
 
 
+def _check_step(args) -> None:
+    """The step's options, checked before the model is loaded: the library's own sentences, and AdamW's limits."""
+    check_learning_rate(args.lr)
+    check_steps(args.steps)
+    if args.optimizer == "adamw" and (args.steps != 1 or args.other is not None):
+        raise BadInput("AdamW's first step is one step on the output matrix, and scores no other text: "
+                       "--steps and --other go with --optimizer sgd.")
+
+
+def _step_results(loaded, args) -> tuple:
+    """(the gradient with respect to the logits, the steps: SgdSteps or AdamFirstStep)."""
+    def compute():
+        gradient = logit_gradient(loaded, args.text, add_bos=args.bos)
+        if args.optimizer == "adamw":
+            return gradient, adamw_first_step(loaded, args.text, args.lr, add_bos=args.bos)
+        return gradient, sgd_steps(loaded, args.text, args.lr, args.steps, args.other, add_bos=args.bos,
+                                   progress=_progress)
+    return explaining_out_of_memory(loaded, compute, lambda: f"The {loaded.device} ran out of memory for this text.")
+
+
+def _cut(tokens: int, truncated_from: int | None, what: str = "text") -> list[str]:
+    if not truncated_from:
+        return []
+    why = (f"a step keeps every layer's activations for the backward pass, so it takes at most {STEP_MAX_TOKENS}"
+           if tokens == STEP_MAX_TOKENS else "the model's own limit")
+    return [f"({what} cut to the first {tokens} of {truncated_from} tokens: {why})"]
+
+
+def _gradient_table(gradient) -> list[str]:
+    n, v = gradient.count, gradient.vocab_size
+    lines = [f"model: {gradient.model}   device: {gradient.device}   tokens: {len(gradient.tokens)}   "
+             f"labels N: {n}   vocabulary V: {v:,}", *_cut(len(gradient.tokens), gradient.truncated_from),
+             "the gradient of the mean loss with respect to the logits: (p − 1)/N at the label, p/N elsewhere",
+             f"{'pos':>4}  {'input':<14} {'label':<14} {'p(label)':>10}  {'(p − 1)/N':>10}  {'autograd':>10}  "
+             f"{'‖row‖':>10}  {'row sum':>8}  {'gap':>8}  largest others: p/N"]
+    for r in gradient.rows:
+        others = ", ".join(f"“{token}” {fmt_grad(value)}" for token, _, value in r.others)
+        lines.append(f"{r.position:>4}  {r.input_token[:14]:<14} {r.target_token[:14]:<14} {fmt_prob(r.prob):>10}  "
+                     f"{fmt_grad(r.label_entry):>10}  {fmt_grad(r.autograd_label_entry):>10}  "
+                     f"{fmt_grad(r.row_norm):>10}  {fmt_gap(r.autograd_row_sum):>8}  {fmt_gap(r.max_difference):>8}  "
+                     f"{others}")
+    return lines + [
+        "row sum: autograd's row, its V entries added; gap: the largest |formula − autograd| over the row",
+        f"the last token, {gradient.last_token} ({gradient.last_position}), has no label: autograd's gradient there "
+        f"is {fmt_gap(gradient.last_row_max)} in every entry",
+        f"autograd vs the formula over all {n} × {v:,} entries: largest difference {fmt_gap(gradient.max_difference)}; "
+        f"rows sum to 0 within {fmt_gap(gradient.max_row_sum)}",
+        f"loss (mean -log p)        {fmt(gradient.loss)}"]
+
+
+def _sgd_table(result) -> list[str]:
+    changes, losses, lr = result.text, result.losses, f"{result.lr:g}"
+    lines = [f"one step of SGD at lr = {lr} on every weight ({result.weights:,} weights): w ← w − lr · g",
+             f"{'pos':>4}  {'input':<14} {'label':<14} {'p before':>10}  {'p after':>10}  {'-log p before':>13}  "
+             f"{'-log p after':>12}"]
+    for r in changes.rows:
+        lines.append(f"{r.position:>4}  {r.input_token[:14]:<14} {r.target_token[:14]:<14} "
+                     f"{fmt_prob(r.prob_before):>10}  {fmt_prob(r.prob_after):>10}  {fmt(r.nll_before):>13}  "
+                     f"{fmt(r.nll_after):>12}")
+    risen = sum(r.prob_after > r.prob_before for r in changes.rows)
+    lines += [f"{risen} of the {len(changes.rows)} labels became more likely",
+              f"loss before               {fmt(losses[0])}",
+              f"loss after 1 step         {fmt(losses[1])}"]
+    if not math.isfinite(losses[-1]):
+        lines.append(f"at lr = {lr} the loss is no longer a finite number after the steps: they broke the model. "
+                     "Try a smaller learning rate.")
+    elif result.loss_rose:
+        lines.append(f"at lr = {lr} the first step raised the loss: the rate is too large, and the step overshot "
+                     "the valley it was meant to go down into.")
+    lines += [f"the loss per step at lr = {lr} (‖g‖: the gradient's length over every weight, taken by that step)",
+              f"{'step':>4}  {'loss':>10}  {'‖g‖':>10}", f"{0:>4}  {fmt(losses[0]):>10}"]
+    lines += [f"{step:>4}  {fmt(loss):>10}  {fmt(norm):>10}"
+              for step, (loss, norm) in enumerate(zip(losses[1:], result.grad_norms), start=1)]
+    if result.other is not None:
+        moved, last = result.other, f"after {result.steps}"
+        lines += [f"another text, scored before and after, never learnt: {moved.text}",
+                  *_cut(len(moved.tokens), moved.truncated_from, "the other text"),
+                  f"{'pos':>4}  {'input':<14} {'label':<14} {'p before':>10}  {'after 1 step':>12}  {last:>12}"]
+        lines += [f"{r.position:>4}  {r.input_token[:14]:<14} {r.target_token[:14]:<14} "
+                  f"{fmt_prob(r.prob_before):>10}  {fmt_prob(r.prob_after):>12}  {fmt_prob(r.prob_last):>12}"
+                  for r in moved.rows]
+        lines.append(f"its loss: {fmt(moved.loss_before)} before, {fmt(moved.loss_after)} after 1 step, "
+                     f"{fmt(moved.loss_last)} {last}")
+    return lines
+
+
+def _adamw_table(adam) -> list[str]:
+    lr = f"{adam.lr:g}"
+    lines = [f"AdamW's first step at lr = {lr}, weight decay λ = {adam.weight_decay:g}, betas {adam.betas}, "
+             f"eps {adam.eps:g}, on {adam.description}",
+             f"{adam.shape[0]:,} × {adam.shape[1]:,} = {adam.weights:,} weights, every other weight left as it is; "
+             f"m and v take {adam.state_bytes / 2**20:,.1f} MB",
+             "at the first step m̂ = g and v̂ = g², so the step is lr · g / (|g| + eps): lr · sign(g), whatever g's size",
+             f"weights with |g| ≥ {SIGN_LIKE} · eps: {adam.sign_like:,} of {adam.weights:,}; their |Δw| / lr: mean "
+             f"{fmt(adam.ratio_mean)}, "
+             f"from {fmt(adam.ratio_min)} to {fmt(adam.ratio_max)}, for |g| from {fmt_gap(adam.gradient_min)} "
+             f"to {fmt_gap(adam.gradient_max)}",
+             f"|Δw| / lr over every weight: mean {fmt(adam.ratio_mean_all)}",
+             "the weights with the largest |g|, the median |g|, the smallest sign-like |g| and the smallest |g| "
+             "(each once):",
+             f"{'token (row)':<14} {'column':>6}  {'gradient g':>10}  {'SGD −lr·g':>10}  {'AdamW Δw':>10}  "
+             f"{'|Δw| / lr':>10}"]
+    lines += [f"{w.token[:14]:<14} {w.column:>6}  {fmt_gap(w.gradient):>10}  {fmt_gap(w.sgd_update):>10}  "
+              f"{fmt_gap(w.update):>10}  {fmt(w.ratio):>10}" for w in adam.samples]
+    return lines + [f"loss before               {fmt(adam.loss_before)}",
+                    f"loss after AdamW's step   {fmt(adam.loss_after)}"]
+
+
+def _step_output(gradient, steps, optimizer: str, as_json: bool) -> str:
+    if as_json:
+        data = {"gradient": gradient.to_dict(), optimizer: steps.to_dict()}
+        return json.dumps(_finite(data), ensure_ascii=False, indent=2)
+    table = _adamw_table if optimizer == "adamw" else _sgd_table
+    return "\n".join(_gradient_table(gradient) + [""] + table(steps))
+
+
 # what load_causal_lm uses when --dtype is not given: lmviz.models.settings.default_dtype(), read when the parser
 # is built, so that the help says what this run would use
 _DTYPE_HELP = "default: float32, or bfloat16 when $LMVIZ_LOW_MEMORY is set (here: {})"
@@ -237,13 +368,24 @@ def _parser() -> argparse.ArgumentParser:
     sft.add_argument("user")
     sft.add_argument("answer")
     sft.add_argument("--system", default=None, help="a system message (default: none, or the template's own)")
-    for command in (clm, nxt, sft):
+    step = commands.add_parser("step", help="the gradient of a text's loss with respect to the logits, and steps of "
+                               "SGD (or AdamW's first step) on a copy of the weights")
+    step.add_argument("text")
+    step.add_argument("--bos", action="store_true", help="prepend the start-of-text token")
+    step.add_argument("--lr", type=float, default=1e-3,
+                      help=f"the learning rate, above 0 and at most {MAX_LEARNING_RATE:g} (default: 0.001)")
+    step.add_argument("--optimizer", default="sgd", choices=("sgd", "adamw"),
+                      help="sgd: steps on every weight; adamw: AdamW's first step on the output matrix")
+    step.add_argument("--steps", type=int, default=1, help=f"how many SGD steps, 1 to {MAX_STEPS} (default: 1)")
+    step.add_argument("--other", default=None, metavar="TEXT",
+                      help="another text, scored before and after the SGD steps, never learnt")
+    for command in (clm, nxt, sft, step):
         if command is not clm:
             command.add_argument("--model", default=DEFAULT_MODEL,
                                  help=f"hub id or local folder (default: the bundled {DEFAULT_MODEL})")
             command.add_argument("--dtype", default=None, choices=list(DTYPES),
                                  help=_DTYPE_HELP.format(default_dtype()))
-    for command in (clm, mlm, nsp, nxt, sft):
+    for command in (clm, mlm, nsp, nxt, sft, step):
         command.add_argument("--json", action="store_true", help="print JSON instead of a table")
         command.add_argument("--device", default="auto", help="auto (GPU when present), cpu, cuda, mps")
     prepare = commands.add_parser("prepare", help="before class, while online: download and check the models")
@@ -254,8 +396,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args):
-    if args.command in ("next", "sft"):
+    if args.command in ("next", "sft", "step"):
+        if args.command == "step":
+            _check_step(args)
         loaded = load_causal_lm(args.model, device=args.device, dtype=args.dtype, progress=_progress)
+        if args.command == "step":
+            return _step_output(*_step_results(loaded, args), args.optimizer, args.json)
         if args.command == "next":
             data = _next_data(loaded, args)
             return json.dumps(_finite(data), ensure_ascii=False, indent=2) if args.json else _next_table(data)

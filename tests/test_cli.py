@@ -1,18 +1,31 @@
-"""python -m lmviz clm, next and sft: the same numbers as the pages, as a table or JSON."""
+"""python -m lmviz clm, next, sft and step: the same numbers as the pages, as a table or JSON."""
 
 import json
+import math
 import os
+import re
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from lmviz.__main__ import main
-from lmviz.core.numbers import fmt, fmt_prob
+from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_prob
 from lmviz.core.text import readable_token
 from lmviz.lessons.causal_lm import analyse_clm
 from lmviz.lessons.chat_loss import analyse_sft
-from lmviz.lessons.next_token import distribution, if_true_next, next_token_logits, sample_token
+from lmviz.lessons.gradient_step import (
+    adamw_first_step,
+    check_learning_rate,
+    check_steps,
+    logit_gradient,
+    output_matrix,
+    sgd_steps,
+)
+from lmviz.lessons.next_token import BadInput, distribution, if_true_next, next_token_logits, sample_token
+from lmviz.models.loading import TINY_GPT, load_causal_lm
 
 TEXT = "The capital of France is Paris."
 
@@ -160,7 +173,7 @@ def test_the_dtype_help_states_the_real_default(monkeypatch, capsys):
     for low_memory, default in (("", "float32"), ("1", "bfloat16")):
         monkeypatch.setenv("LMVIZ_LOW_MEMORY", low_memory)
         assert default_dtype() == default  # what load_causal_lm uses when --dtype is not given
-        for command in ("clm", "next", "sft"):
+        for command in ("clm", "next", "sft", "step"):
             with pytest.raises(SystemExit):
                 _parser().parse_args([command, "--help"])
             helped = " ".join(capsys.readouterr().out.split())
@@ -206,3 +219,112 @@ def test_sft_with_a_model_without_a_chat_template_says_so():
     assert done.stderr.strip().splitlines()[-1] == (
         "lmviz: This model's tokenizer has no chat template, so it has no chat format to fine-tune: "
         "choose a chat model such as the bundled SmolLM2-135M-Instruct.")
+
+
+# --- step: the gradient with respect to the logits, and steps of SGD or AdamW -------------------------
+
+STORY, OTHER_STORY = "anna and ben went to the park .", "ben felt happy ."
+TIMINGS = ("seconds", "step_seconds")  # how long the run took: the one thing two runs need not share
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt():
+    return load_causal_lm(TINY_GPT)
+
+
+def as_printed(result) -> dict:
+    """``result.to_dict()`` as JSON gives it back (tuples as lists), without its timings."""
+    return {key: value for key, value in json.loads(json.dumps(result.to_dict())).items() if key not in TIMINGS}
+
+
+def step_json(capsys, *args) -> dict:
+    assert main(["step", STORY, "--model", TINY_GPT, "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_step_json_equals_the_library_on_the_tiny_gpt(tiny_gpt, capsys):
+    data = step_json(capsys, "--lr", "0.003", "--steps", "3", "--other", OTHER_STORY)
+    assert set(data) == {"gradient", "sgd"}
+    gradient = {k: v for k, v in data["gradient"].items() if k not in TIMINGS}
+    assert gradient == as_printed(logit_gradient(tiny_gpt, STORY))
+    steps = {k: v for k, v in data["sgd"].items() if k not in TIMINGS}
+    assert steps == as_printed(sgd_steps(tiny_gpt, STORY, 0.003, 3, OTHER_STORY))
+    assert (steps["lr"], steps["steps"], len(steps["losses"])) == (0.003, 3, 4)
+    # two computations of the loss before any step: the gradient's (autograd's input) and the steps' first
+    assert steps["losses"][0] == pytest.approx(gradient["loss"], abs=1e-6)
+
+
+def test_step_table_prints_the_gradient_the_tokens_and_the_loss_before_and_after(tiny_gpt, capsys):
+    assert main(["step", STORY, "--model", TINY_GPT, "--steps", "2", "--other", OTHER_STORY]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    gradient, result = logit_gradient(tiny_gpt, STORY), sgd_steps(tiny_gpt, STORY, 1e-3, 2, OTHER_STORY)
+    assert f"loss before               {fmt(result.losses[0])}" in lines
+    assert f"loss after 1 step         {fmt(result.losses[1])}" in lines
+    assert result.losses[1] < result.losses[0] and "raised the loss" not in out
+    for step, loss in enumerate(result.losses):  # the loss per step
+        assert any(line.split()[:2] == [str(step), fmt(loss)] for line in lines), step
+    fields = [line.split() for line in lines if line.strip()]
+    for row in gradient.rows:  # p(label), (p − 1)/N, autograd's entry, ‖row‖, row sum, gap
+        want = [fmt_prob(row.prob), fmt_grad(row.label_entry), fmt_grad(row.autograd_label_entry),
+                fmt_grad(row.row_norm), fmt_gap(row.autograd_row_sum), fmt_gap(row.max_difference)]
+        assert any(f[0] == str(row.position) and f[3:9] == want for f in fields), row.position
+    for row in result.text.rows:  # p(label) and -log p before and after the step
+        want = [fmt_prob(row.prob_before), fmt_prob(row.prob_after), fmt(row.nll_before), fmt(row.nll_after)]
+        assert any(f[0] == str(row.position) and f[-4:] == want for f in fields), row.position
+    other = result.other
+    assert (f"its loss: {fmt(other.loss_before)} before, {fmt(other.loss_after)} after 1 step, "
+            f"{fmt(other.loss_last)} after 2") in lines
+    assert f"loss (mean -log p)        {fmt(gradient.loss)}" in lines
+
+
+@pytest.mark.parametrize("args, check", [
+    (["--lr", "0"], lambda: check_learning_rate(0.0)),
+    (["--lr", "-1"], lambda: check_learning_rate(-1.0)),
+    (["--lr", "nan"], lambda: check_learning_rate(math.nan)),
+    (["--lr", "1e9"], lambda: check_learning_rate(1e9)),
+    (["--steps", "0"], lambda: check_steps(0)),
+    (["--steps", "21"], lambda: check_steps(21)),
+])
+def test_a_bad_learning_rate_or_number_of_steps_gives_the_librarys_sentence(args, check, capsys):
+    with pytest.raises(BadInput) as problem:
+        check()
+    assert main(["step", STORY, "--model", TINY_GPT, *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"lmviz: {problem.value}\n"
+    assert str(problem.value).count(". ") == 0 and str(problem.value).endswith(".")  # one sentence
+
+
+def test_step_with_adamw_gives_its_first_step_on_the_output_matrix(tiny_gpt, capsys):
+    data = step_json(capsys, "--optimizer", "adamw", "--lr", "0.01")
+    expected = adamw_first_step(tiny_gpt, STORY, 0.01)
+    assert set(data) == {"gradient", "adamw"}
+    assert {k: v for k, v in data["adamw"].items() if k not in TIMINGS} == as_printed(expected)
+    assert data["adamw"]["matrix"] == output_matrix(tiny_gpt.model)[0]
+    assert main(["step", STORY, "--model", TINY_GPT, "--optimizer", "adamw", "--lr", "0.01"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"loss before               {fmt(expected.loss_before)}" in lines
+    assert f"loss after AdamW's step   {fmt(expected.loss_after)}" in lines
+    assert any(f"their |Δw| / lr: mean {fmt(expected.ratio_mean)}," in line for line in lines)
+    for weight in expected.samples:
+        assert [weight.token[:14], str(weight.column), fmt_gap(weight.gradient), fmt_gap(weight.sgd_update),
+                fmt_gap(weight.update), fmt(weight.ratio)] in [line.split() for line in lines]
+
+
+@pytest.mark.parametrize("args", [["--steps", "3"], ["--other", OTHER_STORY]])
+def test_adamw_takes_one_step_and_scores_no_other_text(args, capsys):
+    assert main(["step", STORY, "--model", TINY_GPT, "--optimizer", "adamw", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("lmviz: ") and "--optimizer sgd" in err
+
+
+def test_the_docs_step_example_is_what_the_command_prints(capsys):
+    """docs/reference/cli.md shows the end of the tiny GPT's table: those lines, as this command prints them."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "cli.md").read_text()
+    section = docs[docs.index("## step:"):docs.index("## prepare:")]
+    command = "python -m lmviz step \"anna and ben went to the park .\" --model lmviz-tiny-gpt --steps 3 --device cpu"
+    assert f"{command}\n" in section
+    shown = re.search(r"```text\n(.*?)```", section, re.S).group(1).splitlines()
+    assert main(shlex.split(command)[3:]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-len(shown):] == shown

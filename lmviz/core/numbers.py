@@ -4,6 +4,7 @@
 - probabilities: 6 decimals, or 3 significant digits in scientific notation below 0.001
   (``fmt_prob``), so that none shows as 0;
 - perplexity: 4 decimals (``PERPLEXITY_DIGITS``);
+- gradients: as probabilities, with their sign (``fmt_grad``): an entry of ∂L/∂z is p/N or (p − 1)/N;
 - only in the tables whose point is that several computations of one loss agree:
   7 decimals (``CHECK_DIGITS``), and their gaps as ``fmt_gap`` (1.2e-08).
 """
@@ -28,6 +29,12 @@ def fmt(value: float, digits: int = LOSS_DIGITS) -> str:
 def fmt_prob(p: float) -> str:
     """Probabilities below 0.001 in scientific notation, so that none shows as 0.000000."""
     return f"{p:.6f}" if p >= 1e-3 or p == 0 else f"{p:.3e}"
+
+
+def fmt_grad(g: float) -> str:
+    """A gradient entry, written as a probability is (it is p/N or (p − 1)/N) with its sign: 6 decimals, or 3
+    significant digits in scientific notation below 0.001 in size, so that none shows as 0."""
+    return f"{g:.6f}" if abs(g) >= 1e-3 or g == 0 else f"{g:.3e}"
 
 
 def fmt_gap(value: float) -> str:

@@ -86,6 +86,18 @@ def impossible_positions(probs: torch.Tensor) -> list[int]:
     return [t for t in range(len(labels)) if probs[t, labels[t]] == 0]
 
 
+def logits(probs: torch.Tensor | None = None) -> torch.Tensor:
+    """(5, 10) the logits the table implies: z = log p, because softmax(log p) = p / sum(p) = p when each row
+    sums to 1. A p of 0 gives z = -∞, which softmax turns back into 0."""
+    return torch.log(probability_table() if probs is None else probs)
+
+
+def logits_loss(z: torch.Tensor):
+    """The toy's loss for (5, 10) logits ``z``, by lmviz's own ``clm_loss``: (loss, info), the labels already
+    aligned, so no shift."""
+    return clm_loss(z.unsqueeze(0), label_ids().unsqueeze(0), shift_labels=False)
+
+
 def toy_loss(probs: torch.Tensor | None = None):
     """The article's loss, computed by lmviz's own ``clm_loss``.
 
@@ -93,9 +105,46 @@ def toy_loss(probs: torch.Tensor | None = None):
     a valid logit vector, because softmax(log p) = p / sum(p) = p.
     Returns (loss, info) from ``clm_loss`` (labels already aligned, so no shift).
     """
+    return logits_loss(logits(probs))
+
+
+def loss_gradient(probs: torch.Tensor | None = None) -> torch.Tensor:
+    """(5, 10) the gradient of the loss, the mean over the N = 5 labels, with respect to each logit:
+    (p - y) / N, where p = softmax(z) is the table and y is 1 on the true label, 0 elsewhere.
+
+    So the true label's entry is (p - 1) / N, negative: raising that logit lowers the loss. Every other entry
+    is p / N, positive or 0, and each row sums to (1 - 1) / N = 0.
+    """
     probs = probability_table() if probs is None else probs
-    logits = torch.log(probs).unsqueeze(0)  # (1, 5, 10)
-    return clm_loss(logits, label_ids().unsqueeze(0), shift_labels=False)
+    labels = label_ids()
+    one_hot = torch.nn.functional.one_hot(labels, len(VOCAB)).to(probs.dtype)
+    return (probs - one_hot) / len(labels)
+
+
+def one_step(probs: torch.Tensor | None, learning_rate: float) -> dict:
+    """One step of gradient descent on the logits of ``probs`` (None: the article's table),
+    z' = z - learning_rate * gradient, and what it does.
+
+    The true label's logit rises by learning_rate * (1 - p) / N and every other falls by learning_rate * p / N,
+    so no p(label) can fall: each row has logits of its own here. A logit of -∞ (p = 0) stays -∞.
+    """
+    if not (math.isfinite(learning_rate) and learning_rate > 0):
+        raise ValueError(f"The learning rate must be a number above 0, not {learning_rate}.")
+    probs = probability_table() if probs is None else probs
+    z, gradient = logits(probs), loss_gradient(probs)
+    after = z - learning_rate * gradient
+    loss, info = logits_loss(after)
+    return {
+        "learning_rate": learning_rate,
+        "logits": z.tolist(),
+        "gradient": gradient.tolist(),
+        "row_sums": gradient.sum(dim=-1).tolist(),
+        "logits_after": after.tolist(),
+        "exp_sums_after": torch.logsumexp(after, dim=-1).exp().tolist(),  # softmax's denominators, sum of e^z'
+        "p_label_after": info["target_probs"][0].tolist(),
+        "nll_after": info["nll"][0].tolist(),
+        "loss_after": loss.item(),
+    }
 
 
 def walkthrough(probs: torch.Tensor | None = None) -> dict:

@@ -130,6 +130,32 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                         "(unigram: one token at a time). It is the loss, on that text, of the best model that knows "
                         "only how often each token occurs and ignores the tokens around it; a model that reads the "
                         "context can go below it."),
+    "gradient": (("gradient", "gradients"),
+                 "How fast the loss changes as each number it depends on (a logit, a weight) alone is raised: the "
+                 "derivative of the loss with respect to that number. For the mean cross-entropy over N labels, the "
+                 "gradient with respect to a position's logits is (p − y)/N, where p is softmax's probabilities and "
+                 "y is 1 on the label and 0 elsewhere: the label's entry (p − 1)/N is negative, every other is p/N, "
+                 "and they add up to 0. loss.backward() computes every weight's gradient in PyTorch."),
+    "learning rate": (("learning rate", "learning rates"),
+                      "The number η (lr in PyTorch) that sets the size of an optimizer step: SGD moves each weight "
+                      "by −η × its gradient. Too small and the loss falls slowly; too large and a step overshoots, "
+                      "and the loss of a real model can rise instead. torch.optim.SGD and torch.optim.AdamW both "
+                      "default to 1e-3."),
+    "optimizer step": (("optimizer step", "optimizer steps", "optimiser step", "optimiser steps"),
+                       "One update of a model's weights from their gradients, by an optimizer's rule (SGD, AdamW): "
+                       "in PyTorch, loss.backward() computes the gradients, optimizer.step() moves the weights and "
+                       "optimizer.zero_grad() clears the gradients for the next batch."),
+    "SGD": (("SGD", "stochastic gradient descent"),
+            "Stochastic gradient descent: the plainest optimizer step, w ← w − η × ∂loss/∂w for every weight w, "
+            "with the gradient of the loss on one batch (stochastic: a sample of the data, not all of it). "
+            "torch.optim.SGD does this, with lr = 1e-3 and no momentum by default."),
+    "AdamW": (("AdamW",),
+              "Adam with decoupled weight decay (Loshchilov and Hutter, 2019): an optimizer that keeps, for every "
+              "weight, running averages of its gradient and of its gradient squared (each corrected for starting "
+              "at 0), and moves the weight by η × (the first) / (√(the second) + ε), after shrinking it by the "
+              "factor 1 − η·λ (the weight decay). "
+              "Its first step is about η × the sign of the gradient for every weight, whatever the gradient's size. "
+              "torch.optim.AdamW's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2."),
 }
 
 
@@ -138,10 +164,13 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
 # tests/course/test_glossary.py fails on a declared term without an entry, on a declared term the page does not
 # link, and on a term of the glossary the page uses without declaring it.
 LESSON_TERMS: dict[str, tuple[str, ...]] = {
-    "toy": ("label", "greedy decoding", "perplexity"),
+    "toy": ("label", "greedy decoding", "perplexity", "logit", "log-probability", "softmax", "gradient",
+            "learning rate", "SGD", "optimizer step", "AdamW"),
     "sentence": ("token", "label", "log-probability", "cross-entropy", "softmax"),
     "next-token": ("token", "logit", "softmax", "temperature", "log-probability", "greedy decoding", "sampling",
                    "seed"),
+    "step": ("token", "label", "logit", "softmax", "log-probability", "gradient", "learning rate", "SGD",
+             "optimizer step", "AdamW"),
     "chat-loss": ("token", "label", "-100 / ignore_index", "log-probability", "chat template", "end-of-turn token",
                   "SFT", "DPO", "policy", "reference model", "sigmoid", "β (beta)", "nats"),
     "batches": ("token", "label", "padding", "-100 / ignore_index", "chat template"),

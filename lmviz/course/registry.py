@@ -67,7 +67,7 @@ PATH = (
            "A 10-word vocabulary and the sentence *I love dogs not cats*: the [[labels|label]] are the input shifted "
            "by one place, the probability of each true next word is picked out of a table, and the loss is the mean "
            "of their negative logarithms, **0.86302**. Change the probabilities and watch the loss follow.",
-           "lmviz.core.toy", ("nll", "uniform", "largest")),
+           "lmviz.core.toy", ("nll", "uniform", "largest", "gradient", "rises")),
     Lesson("your_sentence", "sentence", "Your sentence", "Your sentence: a real model's loss, token by token",
            ":material/edit_note:",
            "how a real model's loss is the mean of one -log p per predicted token, and which tokens cost the most",
@@ -88,6 +88,18 @@ PATH = (
            "of the true next token: the loss of one position.",
            "lmviz.lessons.next_token", ("greedy", "nll", "temperature"), "causal", model_box=True,
            text_boxes=(TextBox(("next-token",), "text_area", "next_text", 2000),)),
+    # after Next token: the gradient is softmax − one-hot, and Next token is where the logits and the softmax
+    # over the whole vocabulary are taught
+    Lesson("gradient_step", "step", "One step of learning", "One step of learning: the gradient and an optimizer step",
+           ":material/trending_down:",
+           "what the loss does: its gradient with respect to each logit, and how one step of SGD or AdamW changes "
+           "the model", CAUSAL,
+           "The loss's [[gradient|gradient]] with respect to each position's [[logits|logit]], (p − 1)/N at the label and "
+           "p/N everywhere else, checked against autograd; one step of [[SGD|SGD]] on every weight at a "
+           "[[learning rate|learning rate]] you choose, what it does to your text and to another, a few more steps, "
+           "and [[AdamW|AdamW]]'s first step, the size of the learning rate whatever the gradient's.",
+           "lmviz.lessons.gradient_step", ("label_entry", "row_sum", "rises"), "causal", model_box=True,
+           text_boxes=(TextBox(("gradient-step",), "text_area", "step_text", 1000),)),
     Lesson("chat_loss", "chat-loss", "Chat fine-tuning loss", "Chat fine-tuning: which tokens the loss counts",
            ":material/forum:",
            "how fine-tuning a chat model can score every token it predicts or, by choice, only the answer and its "

@@ -8,7 +8,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lmviz.core.numbers import fmt, fmt_prob
+from lmviz.core.numbers import fmt, fmt_grad, fmt_prob
 from lmviz.figures.palettes import CURVE_COLOUR, GREY, LOSS_COLOUR, REFERENCE_LINE_COLOURS
 
 
@@ -206,4 +206,35 @@ def next_token_bars(tokens: list[str], probs: list[float], rest_prob: float, res
     # room right of the longest bar for its number (the axis may then run past 1)
     fig.update_xaxes(title_text="probability of being the next token", range=[0, max(values) * 1.3])
     fig.update_layout(height=max(300, 26 * len(values) + 90), margin={"t": 10, "b": 50}, showlegend=False)
+    return fig
+
+
+def push_and_loss_bars(labels: list[str], pushes: list[float], nll: list[float]) -> go.Figure:
+    """Per label, two panels one above the other (each named by its title, not by a colour): -log p, and the
+    length of the position's row of ∂L/∂logits, how hard the step pushes there. The same x, token by token."""
+    labels = [plain(label) for label in labels]
+    positions = list(range(len(labels)))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        subplot_titles=["-log p(label): how surprised the model is",
+                                        "‖row‖ of the gradient: how hard the step pushes"])
+    for row, values, written, colour in ((1, nll, fmt, LOSS_COLOUR), (2, pushes, fmt_grad, CURVE_COLOUR)):
+        fig.add_trace(go.Bar(x=positions, y=values, marker_color=colour, customdata=[[t, written(v)] for t, v in
+                                                                                      zip(labels, values)],
+                             hovertemplate="%{customdata[0]}: %{customdata[1]}<extra></extra>"), row=row, col=1)
+    ticks = {"tickmode": "array", "tickvals": positions, "ticktext": labels} if len(labels) <= MAX_BAR_LABELS else {}
+    fig.update_xaxes(**ticks)
+    fig.update_xaxes(title_text="label (the token predicted)", row=2, col=1)
+    fig.update_layout(height=440, margin={"t": 40, "b": 40}, showlegend=False)
+    return fig
+
+
+def loss_per_step(losses: list[float]) -> go.Figure:
+    """A text's loss before the first step (step 0) and after each step."""
+    steps = list(range(len(losses)))
+    fig = go.Figure(go.Scatter(x=steps, y=losses, mode="lines+markers", line={"color": LOSS_COLOUR, "width": 2},
+                               customdata=[fmt(v) for v in losses],
+                               hovertemplate="after step %{x}: loss %{customdata}<extra></extra>"))
+    fig.update_layout(xaxis_title="steps taken", yaxis_title="loss of your text", height=320,
+                      xaxis={"tickmode": "array", "tickvals": steps}, yaxis={"rangemode": "tozero"},
+                      margin={"t": 20, "b": 40}, showlegend=False)
     return fig

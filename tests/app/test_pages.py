@@ -52,6 +52,26 @@ def test_toy_steps_1_and_2_give_each_position_a_column():
         assert marked.iloc[:, t][toy.VOCAB[label]].endswith(fmt_prob(toy.PROBABILITIES[t][label]))
 
 
+def test_toy_gradient_table_is_the_librarys_with_a_column_per_position():
+    """Section 4's table: (p − y)/5 for each word and position, as lmviz.core.toy computes it and as a hand
+    computation writes it (the true label's entry marked ✓, negative), and a sum row of 0 under each column."""
+    from lmviz.core import toy
+    from tests.helpers import LABELS
+
+    at = open_page("app_pages/toy_example.py")
+    shown = next(d.value for d in at.dataframe if d.value.index.tolist()[-1] == "sum")
+    assert shown.index.tolist() == [*toy.VOCAB, "sum"]
+    assert shown.columns.tolist() == [f"{t}: {toy.INPUT_WORDS[t]} → {toy.VOCAB[i]}" for t, i in enumerate(LABELS)]
+    library = toy.loss_gradient().tolist()
+    for t, row in enumerate(toy.PROBABILITIES):
+        for v, p in enumerate(row):
+            cell = shown.iloc[v, t]
+            assert float(cell.removeprefix("✓ ")) == pytest.approx(library[t][v], abs=5e-7)
+            by_hand = f"✓ -{(1 - p) / 5:.6f}" if v == LABELS[t] else f"{p / 5:.6f}"  # (p − 1)/5, or p/5
+            assert cell == by_hand, (t, toy.VOCAB[v])
+    assert shown.loc["sum"].tolist() == ["0.000000"] * 5
+
+
 def test_editing_a_probability_changes_the_loss():
     at = open_page("app_pages/toy_example.py")
     # position 1 ("I" -> "love"): raise p(love) from 0.30 to 0.90; the row then sums to 1.6 and is rescaled
@@ -71,7 +91,8 @@ def test_a_zero_true_label_probability_gives_an_explained_infinity_and_the_page_
     at.run()
     assert not at.exception and not at.error
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics == {"Loss: mean(-log p)": "∞", "Perplexity: exp(loss)": "∞", "Uniform guess: ln 10": "2.30259"}
+    assert metrics == {"Loss: mean(-log p)": "∞", "Perplexity: exp(loss)": "∞", "Uniform guess: ln 10": "2.30259",
+                       "Loss before": "∞", "Loss after one step": "∞"}  # section 4: a step cannot move log 0
     others = [fmt(-math.log(p)) for p in (0.3, 0.33, 0.45, 0.6)]  # positions 1-4 keep the article's numbers
     assert f"(∞ + {' + '.join(others)}) / 5 = **∞**" in page_text(at)
     steps = next(d.value for d in at.dataframe if "-log p(label)" in d.value.columns)

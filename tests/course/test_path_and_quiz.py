@@ -83,7 +83,8 @@ def test_toy_questions_follow_the_table(edits):
     for row, cells in edits.items():
         for word, value in cells.items():
             table[row, toy.VOCAB.index(word)] = value
-    questions = {q.key: q for q in toy_questions.build_questions(toy.walkthrough(table / table.sum(-1, keepdim=True)))}
+    table /= table.sum(-1, keepdim=True)
+    questions = {q.key: q for q in toy_questions.build_questions(toy.walkthrough(table), toy.one_step(table, 1.0))}
     some = next(t for t, p in enumerate(expected["p_label"]) if p > 0)
     assert questions["nll"].answer == pytest.approx(-math.log(expected["p_label"][some]), abs=1e-9)
     assert "p = " in questions["nll"].ask and f"Row {some}:" in questions["nll"].ask
@@ -95,7 +96,8 @@ def test_toy_questions_follow_the_table(edits):
 
 def test_toy_page_checks_hints_and_reveals():
     at = open_page("app_pages/toy_example.py")
-    question = {q.key: q for q in toy_questions.build_questions(toy.walkthrough())}["nll"]
+    article = toy_questions.build_questions(toy.walkthrough(), toy.one_step(None, 1.0))  # the page's default rate
+    question = {q.key: q for q in article}["nll"]
     answer_question(at, "toy/nll", "0.5")
     assert any(message.startswith("Not quite. Hint: ") for message in verdicts(at)["wrong"])
     answer_question(at, "toy/nll", fmt(question.answer, 2))
@@ -104,7 +106,7 @@ def test_toy_page_checks_hints_and_reveals():
     assert "“ten” is not a number: type digits, for example 0.69." in verdicts(at)["not an answer"]
     answer_question(at, "toy/largest", reveal=True)
     assert verdicts(at)["revealed"] == ["The answer: 1: I → love. "
-                                        f"{toy_questions.build_questions(toy.walkthrough())[2].reason}"]
+                                        f"{article[2].reason}"]
     assert not at.exception
     footer = [c.value for c in at.caption if "check-yourself questions answered" in c.value]
     assert footer and footer[0].startswith(f"2 of {lesson.total_questions()} ")  # the right answer and the reveal
@@ -116,7 +118,7 @@ def test_progress_travels_in_links_and_shows_on_home():
     at.run()
     home = " ".join(c.value for c in at.caption)
     assert f"2 of {lesson.total_questions()} check-yourself questions answered." in home
-    assert "Toy example 2/3" in home
+    assert f"Toy example 2/{len(lesson.find('toy').questions)}" in home
     links = {link.proto.label: link.proto for link in at.get("page_link")}
     assert "Continue with Toy example" in links  # its third question is still open
     at.switch_page("app_pages/your_sentence.py").run()

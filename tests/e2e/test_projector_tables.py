@@ -75,7 +75,8 @@ def test_every_batches_table_fits_a_projector(projector, server, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_every_toy_table_fits_a_projector(projector, server, mode):
     open_page(projector, server, "toy", mode)
-    assert projector.locator(VISIBLE_TABLES).count() == 5  # vocabulary, labels, editor, steps 1-2, step 3
+    # vocabulary, labels, editor, steps 1-2, step 3, the gradient, one step
+    assert projector.locator(VISIBLE_TABLES).count() == 7
     assert overflowing(projector) == []
 
 

@@ -1,5 +1,5 @@
-"""The Toy example's check-yourself questions, from the walkthrough on the learner's screen
-(lmviz.core.toy.walkthrough).
+"""The Toy example's check-yourself questions, from the walkthrough and the gradient step on the learner's screen
+(lmviz.core.toy.walkthrough and lmviz.core.toy.one_step).
 
 Plain Python (no torch): the page passes in what it computed; a question's expected answer is always that."""
 
@@ -8,9 +8,13 @@ from __future__ import annotations
 from lmviz.core.numbers import fmt, fmt_prob
 from lmviz.course.quiz import Question
 
+# The positions the gradient questions ask about: fixed, so that a question keeps its place whatever the table.
+GRADIENT_ROW, RISE_ROW = 4, 1  # RISE_ROW: where greedy decoding picks another word than the true one
 
-def build_questions(walk: dict) -> list[Question]:
-    """The page's check-yourself questions, from its walkthrough (the table as the learner left it)."""
+
+def build_questions(walk: dict, step: dict) -> list[Question]:
+    """The page's check-yourself questions, from its walkthrough (the table as the learner left it) and its
+    gradient step (at the learning rate the learner chose)."""
     vocab = walk["vocab_size"]
     rows = [f"{t}: {word} → {label}" for t, word, label in zip(walk["positions"], walk["inputs"], walk["labels"])]
     questions = []
@@ -35,4 +39,29 @@ def build_questions(walk: dict) -> list[Question]:
                f"largest -log p, {fmt(walk['nll'][largest])}.",
         hint="the smaller the true word's probability, the larger its -log p: compare the ✓ cells of the table.",
         choices=tuple(rows)))
+    return questions + gradient_questions(walk, step, rows)
+
+
+def gradient_questions(walk: dict, step: dict, rows: list[str]) -> list[Question]:
+    n = len(walk["positions"])
+    t, label = GRADIENT_ROW, walk["label_ids"][GRADIENT_ROW]
+    p, entry = walk["p_label"][t], step["gradient"][t][label]
+    questions = [Question(
+        "gradient", f"Row {rows[t]}: the true next word has p = {fmt_prob(p)}. What is the gradient of the loss "
+                    "with respect to that word's logit?", entry,
+        reason=f"The true word's entry is (p − 1)/{n} = ({fmt_prob(p)} − 1)/{n} = {fmt(entry)}: negative, so "
+               "raising that logit lowers the loss.",
+        hint=f"the true word's entry is (p − 1)/{n}, with {n} labels in the mean; section 4's table has every "
+             "entry.")]
+    t = RISE_ROW
+    before, after = walk["p_label"][t], step["p_label_after"][t]
+    change = "it rises" if after > before else "it falls" if after < before else "it stays the same"
+    questions.append(Question(
+        "rises", f"After one step at learning rate η = {step['learning_rate']:g}, what does p(label) of row "
+                 f"{rows[t]} do?", change,
+        reason=f"It goes from {fmt_prob(before)} to {fmt_prob(after)}. The step raises the true word's logit by "
+               f"η(1 − p)/{n} and lowers every other logit by η·p/{n}, so no p(label) can fall.",
+        hint="compare the true word's logit with the others after the step; section 4's table has p(label) before "
+             "and after.",
+        choices=("it rises", "it stays the same", "it falls")))
     return questions

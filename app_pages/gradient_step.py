@@ -1,0 +1,233 @@
+import math
+import threading
+
+import pandas as pd
+import streamlit as st
+
+from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
+from lmviz.app.chrome import intro, key_table, term
+from lmviz.app.path import check_yourself
+from lmviz.app.problems import show_problem
+from lmviz.app.widgets import result_panel, show_chart, show_code
+from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_prob
+from lmviz.core.text import escape_markdown
+from lmviz.course.questions.gradient_step import build_questions
+from lmviz.errors import NotEnoughMemory, NothingToScore
+from lmviz.figures import plots
+from lmviz.lessons.gradient_step import (
+    MAX_STEPS,
+    STEP_MAX_TOKENS,
+    adamw_first_step,
+    logit_gradient,
+    sgd_steps,
+)
+from lmviz.lessons.next_token import BadInput
+from lmviz.serving.scorer import CausalScorer
+
+MAX_CHARS = 1000
+DEFAULT_TEXT = "The capital of France is Paris."
+DEFAULT_OTHER = "The capital of France is Berlin."
+# A log scale: each rate about three times the one before. 1e-3 lowers the default sentence's loss on
+# SmolLM2 (2.567 → 1.855), 1e-2 makes it rise (9.78): both ends of what a learner should see are in it.
+RATES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+
+
+@st.cache_resource
+def one_step_at_a_time() -> threading.Lock:
+    """A step holds a second set of the model's weights while it runs (see lmviz.lessons.gradient_step): two
+    visitors stepping at once would hold two. The server runs one step at a time; scoring is not held up."""
+    return threading.Lock()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def get_gradient(_scorer: CausalScorer, model_key: tuple, text: str):
+    # the two largest other entries: a third pushed the table past 818 px, the room left beside an open sidebar
+    return _scorer.run(lambda loaded: logit_gradient(loaded, text, top=2), text)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def get_steps(_scorer: CausalScorer, model_key: tuple, text: str, lr: float, steps: int, other: str | None):
+    with one_step_at_a_time():
+        return _scorer.run(lambda loaded: sgd_steps(loaded, text, lr, steps, other), text, other)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def get_adamw(_scorer: CausalScorer, model_key: tuple, text: str, lr: float):
+    with one_step_at_a_time():
+        return _scorer.run(lambda loaded: adamw_first_step(loaded, text, lr), text)
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+intro(
+    f"The loss says how wrong the model is; its {term('gradient', 'gradient')} says which way to change every "
+    "number of the model to make it less wrong, and training takes a small step that way: the "
+    f"{term('optimizer step', 'optimizer step')}. Here is that step on your text and a real model: the gradient "
+    f"with respect to each position's {term('logits', 'logit')}, one step of {term('SGD', 'SGD')} on every weight "
+    f"at a {term('learning rate', 'learning rate')} you choose, what the step does to another text, a few more "
+    f"steps, and {term('AdamW', 'AdamW')}'s first step. The model every visitor shares is never changed: each step "
+    "works on a copy of the weights made for it, and freed after.")
+
+scorer = choose_causal_lm()
+panel = result_panel()
+text = st.text_area("Your text (the step learns it)", DEFAULT_TEXT, max_chars=MAX_CHARS, key="step_text")
+rate, count, other_box = st.columns([2, 1, 3])
+lr = rate.select_slider("Learning rate", RATES, value=1e-3, key="step_lr", format_func=lambda r: f"{r:g}",
+                        help="How far each step moves every weight along the gradient: w ← w − lr · g.")
+steps = count.number_input("Steps", 1, MAX_STEPS, 3, key="step_count",
+                           help="The first step is shown in detail; the loss is drawn after each.")
+other = other_box.text_input("Another text, scored before and after (never learnt)", DEFAULT_OTHER,
+                             max_chars=MAX_CHARS, key="step_other") or None
+
+try:
+    scorer, gradient = scored_with_cpu_fallback(scorer, lambda s: get_gradient(s, s.cache_key, text))
+    with panel, st.spinner(f"Taking {plural(steps, 'step')} of SGD on a copy of the weights…", show_time=True):
+        scorer, result = scored_with_cpu_fallback(
+            scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), other))
+except (NothingToScore, BadInput) as problem:  # in the pinned panel: on screen with the box
+    show_problem(problem, panel)
+    st.stop()
+except NotEnoughMemory as problem:
+    show_problem(f"{problem} Try a shorter text.", panel)
+    st.stop()
+
+losses = result.losses
+with panel:
+    before, first, last, norm = st.columns(4)
+    before.metric("Loss before", fmt(losses[0]))
+    first.metric("After 1 step", fmt(losses[1]))
+    last.metric(f"After {result.steps} steps" if result.steps > 1 else "Gradient norm ‖g‖",
+                fmt(losses[-1]) if result.steps > 1 else fmt(result.grad_norms[0]))
+    if result.steps > 1:
+        norm.metric("Gradient norm ‖g‖, step 1", fmt(result.grad_norms[0]),
+                    help="The length of the gradient over every weight of the model, at the first step.")
+    if not math.isfinite(losses[-1]):
+        st.warning(f"At lr = {lr:g} the loss is no longer a finite number after the steps: they broke the model. "
+                   "Try a smaller learning rate.", icon=":material/trending_up:")
+    elif result.loss_rose:  # a result, not a problem: the lesson of too large a rate
+        st.info(f"At lr = {lr:g} the first step raised the loss, {fmt(losses[0])} → {fmt(losses[1])}: the "
+                   "rate is too large, and the step overshot the valley it was meant to go down into.",
+                   icon=":material/trending_up:")
+
+loaded = scorer.loaded
+cut = (f" Only its first {len(gradient.tokens)} of {gradient.truncated_from} tokens are used: a step keeps every "
+       f"layer's activations for the backward pass, so it takes at most {STEP_MAX_TOKENS} tokens."
+       if gradient.truncated_from else "")
+st.caption(escape_markdown(
+    f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}, weights {loaded.dtype}. One step changes "
+    f"{result.weights:,} weights; {plural(result.steps, 'step')} took {sum(result.step_seconds):.1f} s.{cut}"))
+
+N, V = gradient.count, gradient.vocab_size
+st.subheader("1. The gradient of the loss with respect to the logits")
+st.markdown(
+    f"The loss is the mean of -{term('log p', 'log-probability')} over the N = {N} {term('labels', 'label')}, "
+    f"where p = {term('softmax', 'softmax')}(z) at each position. At position t, -log p(label) = −z[label] + "
+    f"log Σ e^z, so its derivative with respect to a logit z[v] is p(v) − 1 for the label and p(v) for every "
+    f"other {term('token', 'token')}; the mean divides by N. Each row of the gradient has V = {V:,} entries: the "
+    "label's is "
+    "**(p − 1)/N**, negative (raise the label's logit), every other is **p/N**, positive (lower the others), "
+    "and they add up to 0.")
+key_table(pd.DataFrame({
+    "position": [r.position for r in gradient.rows],
+    "label (next token)": [r.target_token for r in gradient.rows],
+    "p(label)": [fmt_prob(r.prob) for r in gradient.rows],
+    "label: (p − 1)/N": [fmt_grad(r.label_entry) for r in gradient.rows],
+    "autograd": [fmt_grad(r.autograd_label_entry) for r in gradient.rows],
+    "largest others: p/N": [", ".join(f"“{tok}” {fmt_grad(g)}" for tok, _, g in r.others) for r in gradient.rows],
+    "row sum": [fmt_gap(r.autograd_row_sum) for r in gradient.rows],
+    "gap": [fmt_gap(r.max_difference) for r in gradient.rows],
+}), "gradient-rows.csv", hide_index=True)
+st.caption(escape_markdown(
+    "Row sum: autograd's row, its V entries added. Gap: the largest |formula − autograd| over the row. "
+    f"The position of the last token, {gradient.last_token} ({gradient.last_position}), has no label: it is in no "
+    f"term of the loss, and autograd's gradient there is {fmt_gap(gradient.last_row_max)} in every entry. Autograd's "
+    f"own gradient of the same loss (torch.autograd on F.cross_entropy) differs from the formula by at most "
+    f"{fmt_gap(gradient.max_difference)} over all {N} × {V:,} entries; its rows add up to 0 within "
+    f"{fmt_gap(gradient.max_row_sum)} (float32 rounding)."))
+
+st.subheader("2. Where the step pushes hardest")
+hardest = max(gradient.rows, key=lambda r: r.row_norm)
+easiest = min(gradient.rows, key=lambda r: r.row_norm)
+show_chart(plots.push_and_loss_bars([r.target_token for r in gradient.rows], [r.row_norm for r in gradient.rows],
+                                    [r.nll for r in gradient.rows]), key="push_bars")
+st.markdown(escape_markdown(
+    f"A row's length, ‖row‖, is how hard that position pushes its logits. The most surprising label, "
+    f"{hardest.target_token} (p = {fmt_prob(hardest.prob)}, -log p = {fmt(hardest.nll)}), pushes hardest: "
+    f"{fmt_grad(hardest.row_norm)}. The most confident one, {easiest.target_token} (p = {fmt_prob(easiest.prob)}), "
+    f"pushes least: {fmt_grad(easiest.row_norm)}. As p(label) nears 1 every entry of its row nears 0: a token the "
+    "model already gets right barely moves anything."))
+
+st.subheader(f"3. One step of SGD at lr = {lr:g}")
+st.markdown(
+    "The gradient with respect to the logits flows back through every layer (backpropagation) to a gradient g "
+    f"for each of the model's {result.weights:,} weights; one step of SGD sets **w ← w − lr · g** for every one of "
+    "them at once. Then the text is scored again:")
+changes = result.text
+key_table(pd.DataFrame({
+    "position": [r.position for r in changes.rows],
+    "label (next token)": [r.target_token for r in changes.rows],
+    "p(label) before": [fmt_prob(r.prob_before) for r in changes.rows],
+    "p(label) after": [fmt_prob(r.prob_after) for r in changes.rows],
+    "-log p before": [fmt(r.nll_before) for r in changes.rows],
+    "-log p after": [fmt(r.nll_after) for r in changes.rows],
+}), "sgd-step.csv", hide_index=True)
+risen = sum(r.prob_after > r.prob_before for r in changes.rows)
+st.caption(escape_markdown(
+    f"{risen} of the {len(changes.rows)} labels became more likely. The loss went {fmt(changes.loss_before)} → "
+    f"{fmt(changes.loss_after)}: " + ("it fell." if changes.loss_after < changes.loss_before else
+                                      "it rose, the step was too large.")))
+
+if result.other is not None:
+    st.subheader("4. What else the step changes")
+    moved = result.other
+    st.markdown(escape_markdown(
+        f"The step learnt only your text, yet every weight moved, and with them the model's other beliefs. "
+        f"“{moved.text}”, never learnt, went {fmt(moved.loss_before)} → {fmt(moved.loss_after)} after one step "
+        f"({fmt(moved.loss_last)} after {result.steps})."))
+    key_table(pd.DataFrame({
+        "label (next token)": [r.target_token for r in moved.rows],
+        "p(label) before": [fmt_prob(r.prob_before) for r in moved.rows],
+        "after 1 step": [fmt_prob(r.prob_after) for r in moved.rows],
+        f"after {result.steps}": [fmt_prob(r.prob_last) for r in moved.rows],
+    }), "other-text.csv", hide_index=True)
+
+st.subheader("5. A few more steps")
+show_chart(plots.loss_per_step(losses),
+           key="loss_per_step")
+st.caption(escape_markdown(
+    f"The loss of your text before the first step and after each of {plural(result.steps, 'step')} at "
+    f"lr = {lr:g}: " +
+    " → ".join(fmt(v) for v in losses) + ". Steps on one text make the model memorise it: its loss heads "
+    "towards 0, which says nothing about any other text."))
+
+st.subheader("6. AdamW's first step")
+if st.toggle("Compute AdamW's first step on the output matrix", key="step_adamw",
+             help="Another forward and backward pass; AdamW's state for the whole model would not fit the server's "
+                  "memory, so it steps one matrix."):
+    try:
+        with st.spinner("One AdamW step on a copy of the output matrix…", show_time=True):
+            scorer, adam = scored_with_cpu_fallback(scorer, lambda s: get_adamw(s, s.cache_key, text, float(lr)))
+    except NotEnoughMemory as problem:
+        show_problem(f"{problem} Try a shorter text.")
+    else:
+        st.markdown(escape_markdown(
+            f"AdamW keeps two running averages per weight, m of g and v of g², and steps by lr · m̂ / (√v̂ + eps). "
+            f"At the first step m̂ = g and v̂ = g², so the step is lr · g / (|g| + eps): lr · sign(g), whatever the "
+            f"gradient's size. Here on {adam.description} ({adam.shape[0]:,} × {adam.shape[1]:,} = "
+            f"{adam.weights:,} weights; m and v take {adam.state_bytes / 2**20:,.0f} MB), at lr = {lr:g}, weight "
+            f"decay λ = {adam.weight_decay:g}: the {adam.sign_like:,} weights whose gradient is well above eps "
+            f"each moved by |Δw| / lr = {fmt(adam.ratio_mean)} on average (from {fmt(adam.ratio_min)} to "
+            f"{fmt(adam.ratio_max)}), though their gradients ranged from {fmt_gap(adam.gradient_min)} to "
+            f"{fmt_gap(adam.gradient_max)}. The loss went {fmt(adam.loss_before)} → {fmt(adam.loss_after)}."))
+        key_table(pd.DataFrame({
+            "token (row)": [w.token for w in adam.samples],
+            "gradient g": [fmt_gap(w.gradient) for w in adam.samples],
+            "SGD's step −lr·g": [fmt_gap(w.sgd_update) for w in adam.samples],
+            "AdamW's step Δw": [fmt_gap(w.update) for w in adam.samples],
+            "|Δw| / lr": [fmt(w.ratio) for w in adam.samples],
+        }), "adamw-first-step.csv", hide_index=True)
+
+show_code(logit_gradient, sgd_steps, adamw_first_step)
+check_yourself("step", build_questions(gradient, result))

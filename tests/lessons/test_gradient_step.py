@@ -1,0 +1,352 @@
+"""lmviz.lessons.gradient_step against references computed here: autograd on the model's own logits,
+torch.optim.SGD and torch.optim.AdamW on independent deep copies; and the shared model untouched."""
+
+import copy
+import math
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from lmviz.errors import LearnerError, NothingToScore
+from lmviz.lessons.causal_lm import analyse_clm
+from lmviz.lessons.gradient_step import (
+    ADAM_EPS,
+    MAX_STEPS,
+    SIGN_LIKE,
+    adamw_first_step,
+    logit_gradient,
+    output_matrix,
+    private_copy,
+    sgd_steps,
+)
+from lmviz.lessons.next_token import BadInput
+from lmviz.models.loading import TINY_GPT, LoadedModel, load_causal_lm
+from tests.helpers import TINY_VOCAB, one_sentence
+
+PARIS, BERLIN = "The capital of France is Paris.", "The capital of France is Berlin."
+STORY, OTHER_STORY = "anna and ben went to the park. they saw a big red ball.", "the dog ran to the tree."
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_causal_lm(TINY_GPT)
+
+
+TEXTS = {"tiny": STORY, "bundled": PARIS}  # lmviz's tiny GPT on one of its stories, SmolLM2 on the issue's sentence
+
+
+def ids_of(loaded, text: str) -> torch.Tensor:
+    return torch.tensor(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def logits_of(model, ids: torch.Tensor) -> torch.Tensor:
+    return model(input_ids=ids[None]).logits[0]
+
+
+def mean_loss(model, ids: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits_of(model, ids)[:-1], ids[1:])
+
+
+def snapshot(model) -> dict:
+    """Every tensor of the model, copied, with the Parameter objects and their flags."""
+    return {"tensors": {name: t.clone() for name, t in model.state_dict().items()},
+            "objects": [(name, p, p.requires_grad) for name, p in model.named_parameters()]}
+
+
+def assert_untouched(model, before: dict) -> None:
+    after = model.state_dict()
+    assert after.keys() == before["tensors"].keys()
+    assert all(torch.equal(after[name], t) for name, t in before["tensors"].items())  # bitwise, every weight
+    assert [(name, p, p.requires_grad) for name, p in model.named_parameters()] == before["objects"]
+    assert all(p.grad is None for p in model.parameters())
+
+
+# --- the private module ---------------------------------------------------------------------------------
+
+def test_a_private_copy_shares_the_storage_but_not_the_parameters(bundled):
+    shared = bundled.model
+    private = private_copy(shared, trainable=lambda name: name == "model.norm.weight")
+    pairs = list(zip(shared.named_parameters(), private.named_parameters(), strict=True))
+    assert all(a == b for (a, _), (b, _) in pairs)
+    assert all(p is not q and p.data_ptr() == q.data_ptr() for (_, p), (_, q) in pairs)  # no weight copied
+    assert private.get_output_embeddings().weight is private.get_input_embeddings().weight  # still tied
+    assert [name for name, q in private.named_parameters() if q.requires_grad] == ["model.norm.weight"]
+    assert all(a is b for a, b in zip(shared.buffers(), private.buffers(), strict=True))
+    assert not private.training
+
+
+# --- 1. the gradient with respect to the logits ---------------------------------------------------------
+
+@pytest.mark.parametrize("model", TEXTS)
+def test_the_formula_is_autograds_gradient(request, model):
+    loaded, text = request.getfixturevalue(model), TEXTS[model]
+    before = snapshot(loaded.model)
+    result = logit_gradient(loaded, text, top=3)
+    ids = ids_of(loaded, text)
+    with torch.no_grad():
+        logits = logits_of(loaded.model, ids).requires_grad_(True)  # (T, V), the reference's own forward pass
+    loss = F.cross_entropy(logits[:-1], ids[1:])
+    (grad,) = torch.autograd.grad(loss, logits)
+    count = len(ids) - 1
+    exact = (torch.softmax(logits.detach()[:-1].double(), -1) - F.one_hot(ids[1:], logits.shape[-1])) / count
+
+    assert result.input_ids == ids.tolist() and result.count == count == len(result.rows)
+    assert result.loss == pytest.approx(loss.item(), abs=1e-6)
+    assert result.loss == pytest.approx(analyse_clm(loaded, text).loss, abs=1e-6)  # float32 means of the same nll
+    # Both float32 gradients are softmax(z) − one-hot over N, computed from the same logits; an entry is at
+    # most 1/N, so float32 rounding (6e-8 relative) keeps them within 1e-7 of each other
+    assert result.max_difference <= 1e-7
+    assert result.exact_difference == pytest.approx((exact - grad[:-1].double()).abs().max().item(), rel=1e-6)
+    for row in result.rows:
+        t = row.position
+        label = ids[t + 1].item()
+        g = grad[t]
+        assert row.target_id == label and row.target_token == result.tokens[t + 1]
+        assert row.autograd_label_entry == g[label].item()
+        assert row.label_entry == pytest.approx(g[label].item(), abs=1e-7)
+        assert row.label_entry < 0
+        assert row.label_entry == pytest.approx((row.prob - 1) / count, abs=1e-6)
+        assert row.prob == pytest.approx(math.exp(-F.cross_entropy(logits[t], ids[t + 1]).item()), rel=1e-6)
+        others = g.detach().clone()
+        others[label] = -math.inf
+        largest = others.topk(3)
+        assert [i for _, i, _ in row.others] == largest.indices.tolist()
+        assert [v for _, _, v in row.others] == pytest.approx(largest.values.tolist(), abs=1e-7)
+        p = torch.softmax(logits[t].detach().double(), -1)[largest.indices]
+        # p / N up to float32's rounding of the softmax (exact_difference: 1.4e-6 on SmolLM2)
+        assert [v for _, _, v in row.others] == pytest.approx((p / count).tolist(), abs=1e-5)
+        assert row.autograd_row_sum == pytest.approx(g.double().sum().item(), abs=1e-12)
+        # the sum of V float32 probabilities is 1 up to the rounding of V terms (observed 2e-6 on SmolLM2's 49 152)
+        assert abs(row.row_sum) < 1e-5 and abs(row.autograd_row_sum) < 1e-5
+        assert row.row_norm == pytest.approx(torch.linalg.vector_norm(g).item(), rel=1e-5)
+    assert result.last_row_max == 0.0 and torch.count_nonzero(grad[-1]) == 0  # exactly: no loss term reads it
+    assert result.last_position == count and result.last_token == result.tokens[-1]
+    assert_untouched(loaded.model, before)
+
+
+def test_the_gradient_is_of_the_text_as_the_other_pages_tokenize_it(tiny):
+    result = logit_gradient(tiny, "anna and ben", add_bos=True, top=2)
+    scored = analyse_clm(tiny, "anna and ben", add_bos=True)
+    assert result.bos_added and result.input_ids == scored.input_ids and result.tokens == scored.tokens
+    assert [row.nll for row in result.rows] == pytest.approx([row.nll for row in scored.rows], abs=1e-6)
+    assert all(len(row.others) == 2 for row in result.rows)
+    cut = logit_gradient(tiny, STORY, max_tokens=5)
+    assert cut.count == 4 and cut.truncated_from == len(ids_of(tiny, STORY))
+
+
+# --- 2. SGD ---------------------------------------------------------------------------------------------
+
+def reference_sgd(loaded, text: str, lr: float, steps: int, other: str):
+    """torch.optim.SGD on a deep copy of the whole model: losses before and after each step, the gradient
+    norms, and the per-token -log p of both texts before and after the first step."""
+    model = copy.deepcopy(loaded.model).requires_grad_(True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    ids, other_ids = ids_of(loaded, text), ids_of(loaded, other)
+
+    def nll(which):
+        with torch.no_grad():
+            return F.cross_entropy(logits_of(model, which)[:-1], which[1:], reduction="none")
+
+    record = {"nll": [nll(ids)], "other": [nll(other_ids)], "losses": [], "norms": []}
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = mean_loss(model, ids)
+        loss.backward()
+        record["losses"].append(loss.item())
+        record["norms"].append(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()])))
+        optimizer.step()
+        record["nll"].append(nll(ids))
+        record["other"].append(nll(other_ids))
+    record["losses"].append(record["nll"][-1].mean().item())
+    return record
+
+
+@pytest.mark.parametrize("lr", [1e-3, 0.1])
+def test_sgd_steps_are_torch_optim_sgd_on_a_copy(tiny, lr):
+    before = snapshot(tiny.model)
+    seen = []
+    result = sgd_steps(tiny, STORY, lr, steps=3, other_text=OTHER_STORY, progress=lambda f, words: seen.append(f))
+    reference = reference_sgd(tiny, STORY, lr, 3, OTHER_STORY)
+    # Each weight is w − lr·g from the same float32 forward and backward pass, as torch.optim.SGD's
+    # param.add_(g, alpha=-lr): the same arithmetic (observed: identical to the last bit). 1e-5 relative
+    # leaves room only for a math library that splits a sum differently from one call to the next, and is
+    # far below what a step changes (here 5% of the loss or more)
+    assert result.losses == pytest.approx(reference["losses"], rel=1e-5)
+    assert result.grad_norms == pytest.approx([n.item() for n in reference["norms"]], rel=1e-5)
+    assert result.loss_rose == (reference["losses"][1] > reference["losses"][0])
+    assert result.weights == sum(p.numel() for p in tiny.model.parameters())
+    for change, scored in ((result.text, reference["nll"]), (result.other, reference["other"])):
+        nll_before, nll_after, nll_last = scored[0], scored[1], scored[-1]
+        assert [r.nll_before for r in change.rows] == pytest.approx(nll_before.tolist(), rel=1e-5)
+        assert [r.nll_after for r in change.rows] == pytest.approx(nll_after.tolist(), rel=1e-5)
+        assert [r.prob_after for r in change.rows] == pytest.approx(torch.exp(-nll_after).tolist(), rel=1e-5)
+        assert [r.prob_last for r in change.rows] == pytest.approx(torch.exp(-nll_last).tolist(), rel=1e-5)
+        assert (change.loss_before, change.loss_after, change.loss_last) == pytest.approx(
+            (nll_before.mean().item(), nll_after.mean().item(), nll_last.mean().item()), rel=1e-5)
+    assert result.other.loss_before == pytest.approx(analyse_clm(tiny, OTHER_STORY).loss, abs=1e-6)
+    assert seen == pytest.approx([1 / 3, 2 / 3, 1])
+    assert len(result.step_seconds) == 3 and result.seconds >= sum(result.step_seconds)
+    assert_untouched(tiny.model, before)
+
+
+def test_one_sgd_step_on_smollm2_is_torch_optim_sgd_on_a_copy(bundled):
+    before = snapshot(bundled.model)
+    result = sgd_steps(bundled, PARIS, 1e-3, other_text=BERLIN)
+    reference = reference_sgd(bundled, PARIS, 1e-3, 1, BERLIN)
+    assert result.losses == pytest.approx(reference["losses"], rel=1e-5)  # as on the tiny GPT, above
+    assert result.grad_norms == pytest.approx([reference["norms"][0].item()], rel=1e-5)
+    assert result.losses[1] < result.losses[0] and not result.loss_rose
+    assert [r.nll_after for r in result.other.rows] == pytest.approx(reference["other"][1].tolist(), rel=1e-5)
+    assert [r.prob_last for r in result.text.rows] == [r.prob_after for r in result.text.rows]  # one step: the same
+    assert_untouched(bundled.model, before)
+
+
+def test_a_rate_too_large_makes_the_loss_rise_and_says_so(bundled):
+    result = sgd_steps(bundled, PARIS, 1e-2)  # the step itself is checked against torch.optim.SGD above
+    assert result.losses[1] > result.losses[0] and result.loss_rose  # (at 1e-3 it fell: see above)
+
+
+# --- 3. AdamW's first step ------------------------------------------------------------------------------
+
+def reference_adamw(loaded, text: str, lr: float, weight_decay: float):
+    """torch.optim.AdamW on the output matrix of a deep copy: (weight before, gradient, weight after,
+    optimizer state, loss after)."""
+    model = copy.deepcopy(loaded.model)
+    matrix = model.get_output_embeddings().weight.requires_grad_(True)
+    mean_loss(model, ids_of(loaded, text)).backward()
+    optimizer = torch.optim.AdamW([matrix], lr=lr, weight_decay=weight_decay)
+    weight, grad = matrix.detach().clone(), matrix.grad.clone()
+    optimizer.step()
+    with torch.no_grad():
+        loss_after = mean_loss(model, ids_of(loaded, text)).item()
+    return weight, grad, matrix.detach(), optimizer.state[matrix], loss_after
+
+
+@pytest.mark.parametrize("model, lr, weight_decay",
+                         [("bundled", 1e-3, 0.01), ("tiny", 1e-3, 0.01), ("tiny", 1e-2, 0.1)])
+def test_adamws_first_step_is_torch_optim_adamw_on_a_copy_and_sign_like(request, model, lr, weight_decay):
+    loaded, text = request.getfixturevalue(model), TEXTS[model]
+    before = snapshot(loaded.model)
+    result = adamw_first_step(loaded, text, lr=lr, weight_decay=weight_decay)
+    weight, grad, after, state, loss_after = reference_adamw(loaded, text, lr, weight_decay)
+    name, tied, _ = output_matrix(loaded.model)
+    assert (result.matrix, result.tied) == (name, tied)
+    assert result.shape == tuple(weight.shape) and result.weights == weight.numel()
+    assert result.loss_before == pytest.approx(analyse_clm(loaded, text).loss, abs=1e-6)
+    # the reference's new matrix is within float32 rounding of lmviz's: both change a weight by ≈ lr, and
+    # compute it in a different order (PyTorch divides √v by √(1 − β2) before adding eps), so the losses agree
+    # to 1e-5 relative
+    assert result.loss_after == pytest.approx(loss_after, rel=1e-5)
+    assert result.loss_after < result.loss_before
+    assert result.state_bytes == state["exp_avg"].nbytes + state["exp_avg_sq"].nbytes
+    assert result.gradient_bytes == grad.nbytes
+    update = after - weight
+    sign_like = grad.abs() >= SIGN_LIKE * ADAM_EPS
+    ratio = update.abs()[sign_like] / lr
+    assert result.sign_like == int(sign_like.sum()) > 0
+    # |Δw| / lr is computed from float32 weights of size ≤ ~1, whose rounding (6e-8) is 6e-5 of lr = 1e-3
+    assert (result.ratio_min, result.ratio_mean, result.ratio_max) == pytest.approx(
+        (ratio.min().item(), ratio.double().mean().item(), ratio.max().item()), abs=2e-4)
+    # the first step's property, on torch's own update: −lr·sign(g) − lr·λ·w, up to eps's 0.1% and rounding
+    decay = lr * weight_decay * weight
+    assert torch.all((update + decay + lr * grad.sign())[sign_like].abs() <= 1e-3 * lr + 2e-7)
+    assert result.gradient_max == grad.abs().max().item()
+    assert result.gradient_max / result.gradient_min > 100  # gradients of very different sizes, one step size
+    flat_update, flat_grad, flat_weight = update.view(-1), grad.view(-1), weight.view(-1)
+    for sample in result.samples:
+        flat = sample.row * weight.shape[1] + sample.column
+        assert sample.gradient == pytest.approx(flat_grad[flat].item(), rel=1e-5)
+        assert sample.weight == flat_weight[flat].item()
+        assert sample.update == pytest.approx(flat_update[flat].item(), abs=2e-7)
+        assert sample.update == pytest.approx(sample.adam_part + sample.decay_part, abs=2e-7)
+        assert sample.sgd_update == pytest.approx(-lr * sample.gradient)
+    assert result.samples[0].gradient == pytest.approx(flat_grad[flat_grad.abs().argmax()].item(), rel=1e-5)
+    assert_untouched(loaded.model, before)
+
+
+def test_a_model_that_does_not_tie_steps_its_output_matrix(tiny_tokenizer):
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=TINY_VOCAB, n_positions=64, n_embd=16, n_layer=2, n_head=2,
+                        tie_word_embeddings=False)
+    untied = LoadedModel(GPT2LMHeadModel(config).eval(), tiny_tokenizer, "untied", "built in the test", "cpu",
+                         "float32", 0.0)
+    assert output_matrix(untied.model)[:2] == ("lm_head.weight", False)
+    before = snapshot(untied.model)
+    result = adamw_first_step(untied, "the cat sat on a mat")
+    assert result.matrix == "lm_head.weight" and not result.tied and "does not share" in result.description
+    assert result.loss_after == pytest.approx(reference_adamw(untied, "the cat sat on a mat", 1e-3, 0.01)[-1],
+                                              rel=1e-5)
+    assert_untouched(untied.model, before)
+
+
+# --- 4. two sessions at once ----------------------------------------------------------------------------
+
+def test_a_session_stepping_leaves_another_sessions_scores_unchanged(tiny):
+    texts = [OTHER_STORY, "ben saw a bird.", STORY]
+    expected = [analyse_clm(tiny, text) for text in texts]
+    first = sgd_steps(tiny, STORY, 1.0, steps=3)  # the largest rate: the weights it makes are far from the shared ones
+    stepping, done, calls, problems = threading.Event(), threading.Event(), [], []
+
+    def step():
+        try:
+            while not done.is_set():
+                calls.append(sgd_steps(tiny, STORY, 1.0, steps=3).losses)
+                stepping.set()
+        except Exception as error:  # reported by the main thread
+            problems.append(error)
+            stepping.set()
+
+    thread = threading.Thread(target=step)
+    thread.start()
+    stepping.wait(timeout=60)
+    scored = []
+    try:
+        while len(calls) < 5 and not problems:  # scoring while at least four more calls step
+            scored += [analyse_clm(tiny, text) for text in texts]
+    finally:
+        done.set()
+        thread.join(timeout=60)
+    assert not problems and len(scored) >= len(texts)
+    for result, reference in zip(scored, expected * len(scored)):
+        assert result.loss == reference.loss  # to the last digit
+        assert [row.nll for row in result.rows] == [row.nll for row in reference.rows]
+    assert all(losses == first.losses for losses in calls)  # every call started from the same, unchanged model
+    assert abs(first.losses[1] - first.losses[0]) > 1  # and its private weights moved far from the shared ones
+
+
+# --- bad input ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lr", [0, 0.0, -1e-3, math.nan, math.inf, -math.inf, 10.0, 1e9, True, "0.001", None])
+def test_a_learning_rate_it_cannot_use_is_one_sentence(tiny, lr):
+    for call in (lambda: sgd_steps(tiny, STORY, lr), lambda: adamw_first_step(tiny, STORY, lr=lr)):
+        with pytest.raises(BadInput) as raised:
+            call()
+        assert isinstance(raised.value, LearnerError) and isinstance(raised.value, ValueError)
+        message = str(raised.value)
+        assert message.startswith("The learning rate must be a number above 0 and at most 1") and one_sentence(message)
+
+
+@pytest.mark.parametrize("steps", [0, -1, MAX_STEPS + 1, 1.5, True])
+def test_a_number_of_steps_it_cannot_use_is_one_sentence(tiny, steps):
+    with pytest.raises(BadInput, match="The number of steps must be a whole number from 1 to ") as raised:
+        sgd_steps(tiny, STORY, 1e-3, steps=steps)
+    assert one_sentence(str(raised.value))
+
+
+@pytest.mark.parametrize("weight_decay", [-0.01, 1.5, math.nan])
+def test_a_weight_decay_it_cannot_use_is_one_sentence(tiny, weight_decay):
+    with pytest.raises(BadInput, match="The weight decay must be a number from 0 to 1") as raised:
+        adamw_first_step(tiny, STORY, weight_decay=weight_decay)
+    assert one_sentence(str(raised.value))
+
+
+@pytest.mark.parametrize("call", [logit_gradient, lambda loaded, text: sgd_steps(loaded, text, 1e-3),
+                                  lambda loaded, text: sgd_steps(loaded, STORY, 1e-3, other_text=text),
+                                  adamw_first_step])
+def test_a_text_with_nothing_to_predict_says_so(tiny, call):
+    for text in ("   ", "anna"):  # blank, and a single token
+        with pytest.raises(NothingToScore):
+            call(tiny, text)
