@@ -16,6 +16,7 @@ from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures import plots
 from lmviz.lessons.gradient_step import (
     MAX_STEPS,
+    SIGN_LIKE,
     STEP_MAX_TOKENS,
     adamw_first_step,
     logit_gradient,
@@ -217,10 +218,13 @@ if st.toggle("Compute AdamW's first step on the output matrix", key="step_adamw"
             f"At the first step m̂ = g and v̂ = g², so the step is lr · g / (|g| + eps): lr · sign(g), whatever the "
             f"gradient's size. Here on {adam.description} ({adam.shape[0]:,} × {adam.shape[1]:,} = "
             f"{adam.weights:,} weights; m and v take {adam.state_bytes / 2**20:,.0f} MB), at lr = {lr:g}, weight "
-            f"decay λ = {adam.weight_decay:g}: the {adam.sign_like:,} weights whose gradient is well above eps "
-            f"each moved by |Δw| / lr = {fmt(adam.ratio_mean)} on average (from {fmt(adam.ratio_min)} to "
-            f"{fmt(adam.ratio_max)}), though their gradients ranged from {fmt_gap(adam.gradient_min)} to "
-            f"{fmt_gap(adam.gradient_max)}. The loss went {fmt(adam.loss_before)} → {fmt(adam.loss_after)}."))
+            f"decay λ = {adam.weight_decay:g}: the {adam.sign_like:,} weights whose gradient is at least "
+            f"{SIGN_LIKE:,} eps each moved by |Δw| / lr = {fmt(adam.ratio_mean)} on average (from "
+            f"{fmt(adam.ratio_min)} to {fmt(adam.ratio_max)}), though their gradients ranged from "
+            f"{fmt_gap(adam.gradient_min)} to {fmt_gap(adam.gradient_max)}. The other "
+            f"{adam.weights - adam.sign_like:,} have gradients near eps or below, and moved less: over all "
+            f"{adam.weights:,} weights |Δw| / lr averages "
+            f"{fmt(adam.ratio_mean_all)}. The loss went {fmt(adam.loss_before)} → {fmt(adam.loss_after)}."))
         key_table(pd.DataFrame({
             "token (row)": [w.token for w in adam.samples],
             "gradient g": [fmt_gap(w.gradient) for w in adam.samples],
