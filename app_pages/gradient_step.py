@@ -20,6 +20,7 @@ from lmviz.lessons.gradient_step import (
     STEP_MAX_TOKENS,
     adamw_first_step,
     logit_gradient,
+    return_freed_memory,
     sgd_steps,
 )
 from lmviz.lessons.next_token import BadInput
@@ -49,13 +50,19 @@ def get_gradient(_scorer: CausalScorer, model_key: tuple, text: str):
 @st.cache_data(show_spinner=False, max_entries=32)
 def get_steps(_scorer: CausalScorer, model_key: tuple, text: str, lr: float, steps: int, other: str | None):
     with one_step_at_a_time():
-        return _scorer.run(lambda loaded: sgd_steps(loaded, text, lr, steps, other), text, other)
+        try:
+            return _scorer.run(lambda loaded: sgd_steps(loaded, text, lr, steps, other), text, other)
+        finally:
+            return_freed_memory()
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def get_adamw(_scorer: CausalScorer, model_key: tuple, text: str, lr: float):
     with one_step_at_a_time():
-        return _scorer.run(lambda loaded: adamw_first_step(loaded, text, lr), text)
+        try:
+            return _scorer.run(lambda loaded: adamw_first_step(loaded, text, lr), text)
+        finally:
+            return_freed_memory()
 
 
 def plural(count: int, word: str) -> str:

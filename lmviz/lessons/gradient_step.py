@@ -23,6 +23,7 @@ Every step runs the model in eval mode, as it is shared (no dropout): the same t
 from __future__ import annotations
 
 import copy
+import ctypes
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -48,6 +49,16 @@ ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # PyTorch's AdamW defaults
 SIGN_LIKE = 1000
 
 Progress = Callable[[float, str], None]
+
+
+def return_freed_memory() -> None:
+    """Give the memory a step freed back to the operating system. glibc keeps freed blocks for reuse, so after a
+    SmolLM2 step every tensor is gone yet the process stays about 390 MiB larger (benchmarks.gradient_step,
+    table 3: 1 310 MiB after the step against 915 loaded; 925 after this). Elsewhere than glibc it does nothing."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 # --- checks ---------------------------------------------------------------------------------------------
