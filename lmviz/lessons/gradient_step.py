@@ -303,31 +303,33 @@ class SgdSteps:
         return asdict(self)
 
 
-def _sgd_step(module, input_ids: torch.Tensor, lr: float) -> tuple[torch.Tensor, float]:
-    """One SGD step on ``module`` (a private_copy): the text's (N,) -log p before it, and the gradient's norm.
-
-    Each parameter is updated as soon as its gradient is complete (a post-accumulate-grad hook, PyTorch's
-    "optimizer step in backward"): its gradient is then freed, so a step holds one set of weights beyond the
-    shared ones and a few matrices' gradients at a time, never a whole set of gradients as well. The new
-    weight is a new tensor (torch.add, out of place) put in place of the parameter's: nothing that existed
-    before the step, the shared storage included, is written."""
+def descend(module: torch.nn.Module, loss: torch.Tensor, lr: float) -> float:
+    """loss.backward(), with each parameter of ``module`` (a private_copy) replaced by w − lr·g as soon as its
+    gradient is complete (a post-accumulate-grad hook, PyTorch's "optimizer step in backward"), and that gradient
+    then freed: a step holds one set of weights beyond the shared ones and a few matrices' gradients at a time,
+    never a whole set of gradients as well. The new weight is a new tensor (torch.add, out of place) put in place
+    of the parameter's: nothing that existed before the step, the shared storage included, is written. Returns the
+    gradient's norm over every weight."""
     squares = []
 
     def update(param: torch.nn.Parameter) -> None:
-        grad = param.grad
-        squares.append(torch.linalg.vector_norm(grad).item() ** 2)
-        param.data = torch.add(param.detach(), grad, alpha=-lr)  # w − lr·g: torch.optim.SGD's param.add_(g, alpha=-lr)
+        squares.append(torch.linalg.vector_norm(param.grad).item() ** 2)
+        param.data = torch.add(param.detach(), param.grad, alpha=-lr)  # torch.optim.SGD's param.add_(g, alpha=-lr)
         param.grad = None
 
-    params = [p for p in module.parameters() if p.requires_grad]
-    handles = [p.register_post_accumulate_grad_hook(update) for p in params]
+    handles = [p.register_post_accumulate_grad_hook(update) for p in module.parameters() if p.requires_grad]
     try:
-        nll = F.cross_entropy(_logits(module, input_ids)[:-1], input_ids[1:], reduction="none")
-        nll.mean().backward()
+        loss.backward()
     finally:
         for handle in handles:
             handle.remove()
-    return nll.detach(), math.sqrt(sum(squares))
+    return math.sqrt(math.fsum(squares))
+
+
+def _sgd_step(module, input_ids: torch.Tensor, lr: float) -> tuple[torch.Tensor, float]:
+    """One SGD step on ``module`` (a private_copy): the text's (N,) -log p before it, and the gradient's norm."""
+    nll = F.cross_entropy(_logits(module, input_ids)[:-1], input_ids[1:], reduction="none")
+    return nll.detach(), descend(module, nll.mean(), lr)
 
 
 def sgd_steps(loaded, text: str, lr: float, steps: int = 1, other_text: str | None = None, add_bos: bool = False,
