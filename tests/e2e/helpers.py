@@ -41,3 +41,13 @@ OVERFLOWING_TABLES = """() => [...document.querySelectorAll(
 
 def overflowing_tables(tab) -> list[str]:
     return tab.evaluate(OVERFLOWING_TABLES)
+
+
+def type_the_true_next_word(tab, word: str) -> None:
+    """On Next token: "If the text really continued with" → "a word I type…", then ``word`` typed and sent."""
+    tab.get_by_label("If the text really continued with").click()
+    tab.keyboard.type("a word I type")  # the list is long: typed, it shows that one option
+    tab.get_by_role("option", name="a word I type…").click()
+    box = tab.get_by_label("The word that comes next")
+    box.fill(word)
+    box.press("Enter")

@@ -14,7 +14,7 @@ from lmviz.core.numbers import fmt
 from lmviz.core.text import readable_token
 from lmviz.lessons.next_token import if_true_next, next_token_logits
 from lmviz.lessons.training import Trainer, make_batch
-from tests.e2e.helpers import assert_no_error, metric, settle
+from tests.e2e.helpers import assert_no_error, metric, settle, type_the_true_next_word
 
 MODES = {"default": "", "presentation": "?present=1"}
 VALIDATION = "Validation loss: next token"
@@ -156,12 +156,7 @@ def test_a_typed_true_word_is_kept_as_typed_after_an_append(projector, server, b
 
     projector.goto(f"{server}/next-token?text={quote(prefix)}")
     settle(projector)
-    projector.get_by_label("If the text really continued with").click()
-    projector.keyboard.type("a word I type")  # the list is long: typed, it shows that one option
-    projector.get_by_role("option", name="a word I type…").click()
-    word = projector.get_by_label("The word that comes next")
-    word.fill("Lyon")
-    word.press("Enter")
+    type_the_true_next_word(projector, "Lyon")
     label = f"-log p({lyon.token}), T = 1"
     expect(metric(projector, label)).to_have_text(fmt(lyon.nll), timeout=120_000)
     projector.get_by_role("button", name=f"Append the greedy token, {readable_token(tokenizer, newline)}").click()
@@ -173,7 +168,7 @@ def test_a_typed_true_word_is_kept_as_typed_after_an_append(projector, server, b
     expected = -torch.log_softmax(logits, -1)[lyon.token_id].item()
     expect(metric(projector, label)).to_be_visible()
     assert float(metric(projector, label).inner_text()) == pytest.approx(expected, abs=2e-4)
-    expect(word).to_have_value("Lyon")
+    expect(projector.get_by_label("The word that comes next")).to_have_value("Lyon")
     assert_no_error(projector)
 
 

@@ -12,7 +12,7 @@ from lmviz.core.numbers import fmt
 from lmviz.course.registry import PATH
 from lmviz.lessons.causal_lm import analyse_clm
 from scripts.live_server import SETTLED, running_server
-from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, overflowing_tables, settle
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, overflowing_tables, settle, type_the_true_next_word
 
 PANEL_METRIC = ".st-key-result-panel [data-testid='stMetric']"
 
@@ -189,12 +189,7 @@ def test_next_tokens_rank_of_an_unlikely_word_is_whole_in_default_mode(projector
     """A word the model does not expect has a rank in the thousands: "1,400 of 49,152" was cut to "1,400 of…"."""
     projector.goto(f"{server}/next-token")
     settle(projector)
-    projector.get_by_label("If the text really continued with").click()
-    projector.keyboard.type("a word I type")  # the list is long: typed, it shows that one option
-    projector.get_by_role("option", name="a word I type…").click()
-    box = projector.get_by_label("The word that comes next")
-    box.fill(" zebra")
-    box.press("Enter")
+    type_the_true_next_word(projector, " zebra")
     value = projector.locator(".st-key-result-panel [data-testid='stMetric']", has_text="Rank of").locator(
         "[data-testid='stMetricValue'] [data-testid='stMarkdownContainer']")
     expect(value).to_have_text(re.compile(r"^\d{1,3}(,\d{3})+$"), timeout=60_000)
