@@ -151,10 +151,12 @@ def first_drawing(url_path: str):
     if url_path in drawn:
         yield
         return
-    with st.spinner("Loading this lesson: the first visit after the server starts also loads PyTorch and the "
-                    "model, a few seconds.", show_time=True):
-        yield
-    drawn.add(url_path)
+    try:
+        with st.spinner("Loading this lesson: the first visit after the server starts also loads PyTorch and the "
+                        "model, a few seconds.", show_time=True):
+            yield
+    finally:  # a page stopped early (st.stop on bad input) has been drawn too: its reruns get no spinner
+        drawn.add(url_path)
 
 
 def present_params() -> dict[str, str]:
