@@ -6,7 +6,7 @@ import streamlit as st
 
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, terms_linked
-from lmviz.app.path import check_yourself
+from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code
 from lmviz.core.labels import IGNORE_INDEX
@@ -20,6 +20,9 @@ from lmviz.lessons.chat_loss import (
     ANSWER,
     COMPLETION,
     DEFAULT_BETA,
+    DEFAULT_CHOSEN,
+    DEFAULT_QUESTION,
+    DEFAULT_REJECTED,
     EVERY,
     ChatTemplateError,
     analyse_sft,
@@ -40,8 +43,8 @@ from lmviz.lessons.next_token import BadInput
 from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 1000
-DEFAULTS = {"chat_user": "What is the capital of France?", "chat_answer": "The capital of France is Paris.",
-            "chat_other": "The capital of France is Berlin.", "chat_system": "", "chat_labels": ANSWER}
+DEFAULTS = {"chat_user": DEFAULT_QUESTION, "chat_answer": DEFAULT_CHOSEN, "chat_other": DEFAULT_REJECTED,
+            "chat_system": "", "chat_labels": ANSWER}
 ROLE_WORDS = {"system": "system", "user": "user", "assistant": "answer", "template": "template"}
 # The three labellings, as the radio names them, and who uses each (read from TRL's SFTTrainer and SFTConfig:
 # completion_only_loss=None means "the completion only" for a prompt-completion dataset, every token otherwise)
@@ -264,6 +267,12 @@ st.markdown(
 st.caption(f"At 0 the policy is the reference itself, {loaded.name}: every log-ratio is 0 and the loss is "
            f"ln 2 = {fmt(math.log(2))}, whichever answer the model prefers. DPO's loss measures how far training "
            "has moved the model's preference from where it started, not the preference itself.")
+st.session_state[CHAT_PAIR] = (user, answer, other, system, raised)
+st.markdown(terms_linked(
+    "A reward model is trained with the same loss on a score it gives each answer, −log σ(r(chosen) − r(rejected)): "
+    "DPO is that loss with β · (log π − log π_ref) in place of the score. RL fine-tuning's section 6 works it out "
+    "for these two answers."))
+link_to_lesson("grpo", "RL fine-tuning (GRPO), section 6: the reward model")
 
 show_code(answer_only_labels, end_of_turn_positions, completion_labels, answer_and_all_token_losses, dpo_loss)
 check_yourself("chat-loss", build_questions(result))

@@ -1,9 +1,9 @@
 import math
-import threading
 
 import pandas as pd
 import streamlit as st
 
+from lmviz.app.caches import one_step_at_a_time
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
@@ -32,13 +32,6 @@ DEFAULT_OTHER = "The capital of France is Berlin."
 # A log scale: each rate about three times the one before. 1e-3 lowers the default sentence's loss on
 # SmolLM2 (2.567 → 1.855), 1e-2 makes it rise (9.78): both ends of what a learner should see are in it.
 RATES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
-
-
-@st.cache_resource
-def one_step_at_a_time() -> threading.Lock:
-    """A step holds a second set of the model's weights while it runs (see lmviz.lessons.gradient_step): two
-    visitors stepping at once would hold two. The server runs one step at a time; scoring is not held up."""
-    return threading.Lock()
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

@@ -12,6 +12,9 @@ from lmviz.core.text import escape_markdown
 from lmviz.course import quiz, registry
 
 ANSWERED_KEY = "answered"  # session state: the "step/key" of every question answered right or revealed
+# session state: the Chat page's question, its two answers, system message and DPO slider, which RL fine-tuning's
+# reward-model section scores again (a widget's own state is dropped once its page is left)
+CHAT_PAIR = "chat-pair"
 
 
 def answered() -> set[str]:
@@ -45,12 +48,23 @@ def land_at_top(page) -> None:
     run_script("lmviz-page-top", TOP_OF_NEW_PAGE.format(page=json.dumps(page.url_path)))
 
 
+def carried_params(done: set[str]) -> dict[str, str] | None:
+    """What a link to another lesson carries: progress and presentation mode, so that a bookmarked or reloaded
+    page keeps both."""
+    code = registry.progress_code(done)
+    return {**({registry.ANSWERED_PARAM: code} if code else {}), **present_params()} or None
+
+
+def link_to_lesson(url_path: str, label: str, where=st) -> None:
+    """A link from one lesson to another (the lesson of ``url_path``), carrying the learner's place."""
+    where.page_link(registry.find(url_path).page, label=label, icon=":material/link:",
+                    query_params=carried_params(answered()))
+
+
 def lesson_footer(lesson: registry.Lesson) -> None:
     """At the end of the page: previous / next, carrying the learner's progress in the link."""
     done = answered()
-    code = registry.progress_code(done)
-    # progress and presentation mode ride in the links: a bookmarked or reloaded page keeps both
-    carried = {**({registry.ANSWERED_PARAM: code} if code else {}), **present_params()} or None
+    carried = carried_params(done)
     earlier, later = registry.neighbours(lesson)
     st.divider()
     left, right = st.columns(2)

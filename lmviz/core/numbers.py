@@ -26,6 +26,11 @@ def fmt(value: float, digits: int = LOSS_DIGITS) -> str:
     return f"{value:.{digits}f}"
 
 
+def fmt_signed(value: float, digits: int = LOSS_DIGITS) -> str:
+    """A number whose sign is the point (an advantage, a change): + or − written, 0 without one."""
+    return f"{value:+.{digits}f}" if value else fmt(0.0, digits)
+
+
 def fmt_prob(p: float) -> str:
     """Probabilities below 0.001 in scientific notation, so that none shows as 0.000000."""
     return f"{p:.6f}" if p >= 1e-3 or p == 0 else f"{p:.3e}"

@@ -97,23 +97,27 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
             "β a setting. It falls from ln 2 toward 0 as training raises the chosen answer's log π, measured from the "
             "reference, further above the rejected one's."),
     "policy": (("policy", "π"),
-               "In preference training (DPO), the model being trained, written π. π(answer | prompt) is the "
+               "In preference training (DPO) and reinforcement learning (GRPO, PPO), the model being trained, "
+               "written π (π_θ for its current weights θ). π(answer | prompt) is the "
                "probability it gives a whole answer, the product of its tokens' p, so log π(answer) is the sum of "
                "their log p. The word comes from reinforcement learning, where a policy chooses actions."),
     "reference model": (("reference model", "π_ref", "π₀"),
-                        "In preference training (DPO), a frozen copy of the model as it was before this training "
-                        "(usually the fine-tuned SFT model), written π_ref (or π₀). DPO's loss reads how far "
-                        "training has moved the policy from it, through the differences log π − log π_ref. Before "
-                        "any training the policy is the reference: every difference is 0 and the loss is "
-                        "−log σ(0) = ln 2."),
+                        "In preference training (DPO) and in GRPO, a frozen copy of the model as it was before this "
+                        "training (usually the fine-tuned SFT model), written π_ref (or π₀). DPO's loss reads how far "
+                        "training has moved the policy from it, through the differences log π − log π_ref; GRPO adds "
+                        "β times an estimate of the KL divergence to it, which keeps the policy near it. Before any "
+                        "training the policy is the reference: every difference is 0, DPO's loss is "
+                        "−log σ(0) = ln 2, and the KL is 0."),
     "sigmoid": (("sigmoid", "σ"),
                 "σ(x) = 1 / (1 + e^−x): turns any real number into a probability between 0 and 1, with σ(0) = 1/2 "
                 "and σ(−x) = 1 − σ(x). For two classes with logits a and b, softmax([a, b]) gives class b the "
                 "probability σ(b − a): a two-way classifier needs only one score, the difference."),
     "β (beta)": (("β",),
-                 "DPO's setting for how far the policy may move from the reference model (TRL's DPOConfig beta, 0.1 "
-                 "by default): it multiplies the difference of log-ratios before the sigmoid. With a larger β the "
-                 "loss levels off after a smaller move, so training keeps the policy closer to the reference."),
+                 "A setting for how far the policy may move from the reference model. In DPO (TRL's DPOConfig beta, "
+                 "0.1 by default) it multiplies the difference of log-ratios before the sigmoid: with a larger β the "
+                 "loss levels off after a smaller move, so training keeps the policy closer to the reference. In "
+                 "GRPO it is the weight of the KL term added to each token's loss (DeepSeekMath used 0.04; TRL's "
+                 "GRPOConfig defaults to 0, no KL term at all)."),
     "binary cross-entropy": (("binary cross-entropy",),
                              "The cross-entropy of a yes-or-no prediction made from one score s: p = σ(s) is the "
                              "probability of one class, and the loss is −log p if the label is that class, "
@@ -130,6 +134,51 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                         "(unigram: one token at a time). It is the loss, on that text, of the best model that knows "
                         "only how often each token occurs and ignores the tokens around it; a model that reads the "
                         "context can go below it."),
+    "reward": (("reward", "rewards"),
+               "A number that scores a whole answer once it is written. Here a rule gives it: 1 when the answer "
+               "passes (it contains the right number, say) and 0 when not, a reward anyone can check. Elsewhere a "
+               "reward model gives it. Reinforcement learning fine-tunes a model to make answers of high reward "
+               "more likely."),
+    "advantage": (("advantage", "advantages"),
+                  "How much better an answer did than expected, A. GRPO expects its group's mean reward: A_i = "
+                  "r_i − mean(r), divided by the group's standard deviation in GRPO as published (Dr. GRPO leaves "
+                  "the division out). A positive advantage makes the answer's tokens more likely, a negative one "
+                  "less likely; when every reward of the group is equal, every advantage is 0 and the group "
+                  "teaches nothing."),
+    "GRPO": (("GRPO",),
+             "Group Relative Policy Optimization (DeepSeekMath, Shao et al. 2024): reinforcement learning that samples "
+             "a group of G answers to each prompt and uses each answer's reward compared with its group's as its "
+             "advantage, in place of the value model PPO trains. Each answer token's loss is PPO's clipped term, "
+             "plus β times an estimate of the KL divergence to a reference model."),
+    "PPO": (("PPO",),
+            "Proximal Policy Optimization (Schulman et al. 2017): a reinforcement-learning objective that weighs each "
+            "action's advantage (for a language model, each token's) by the ratio of the new policy's probability "
+            "to the old one's, and clips that ratio to [1 − ε, 1 + ε], so that one batch of samples cannot push "
+            "the policy far."),
+    "ratio": (("ratio", "ratios"),
+              "PPO's and GRPO's importance ratio, r = π_θ(token) / π_old(token) = e^(log π_θ − log π_old): how much "
+              "more likely the policy being trained makes a token than the policy that sampled it did. Before the "
+              "first update the two are the same weights and every ratio is exactly 1. GSPO (Zheng et al. 2025) "
+              "takes one ratio per answer instead, e to the mean of its tokens' log-ratios."),
+    "clip": (("clip", "clipped", "clip fraction"),
+             "PPO's clip(r, 1 − ε, 1 + ε): the ratio held inside a range around 1 (ε = 0.2 by default in TRL). Each "
+             "token's term is the smaller of r·A and clip(r)·A; where the clipped one is the smaller, the token's "
+             "gradient is 0, so the step stops pushing a token whose probability has already moved far enough that "
+             "way. The clip fraction is the share of tokens where that happens."),
+    "KL divergence": (("KL", "KL divergence", "Kullback–Leibler"),
+                      "The Kullback–Leibler divergence, how far one probability distribution is from another: 0 when "
+                      "they are equal, positive otherwise. GRPO estimates it at each answer token between the policy "
+                      "and the reference model with k3 = e^(log π_ref − log π_θ) − (log π_ref − log π_θ) − 1 "
+                      "(Schulman's estimator), which is never negative and is 0 where the two agree."),
+    "reward model": (("reward model", "reward models"),
+                     "A model that scores an answer with one number, trained on pairs of answers of which people "
+                     "preferred one, by the Bradley–Terry loss −log σ(r_chosen − r_rejected) (InstructGPT, Ouyang "
+                     "et al. 2022). DPO's loss is that same loss, with the implicit reward β · (log π − log π_ref) of "
+                     "each answer in place of a reward model's score."),
+    "Bradley–Terry": (("Bradley–Terry", "Bradley-Terry"),
+                      "A model of a preference between two things from a score r for each: P(a is preferred to b) = "
+                      "σ(r_a − r_b). Its loss for a pair, −log σ(r_chosen − r_rejected), is how reward models are "
+                      "trained."),
     "gradient": (("gradient", "gradients"),
                  "How fast the loss changes as each number it depends on (a logit, a weight) alone is raised: the "
                  "derivative of the loss with respect to that number. For the mean cross-entropy over N labels, the "
@@ -172,7 +221,10 @@ LESSON_TERMS: dict[str, tuple[str, ...]] = {
     "step": ("token", "label", "logit", "softmax", "log-probability", "gradient", "learning rate", "SGD",
              "optimizer step", "AdamW"),
     "chat-loss": ("token", "label", "-100 / ignore_index", "log-probability", "chat template", "end-of-turn token",
-                  "SFT", "DPO", "policy", "reference model", "sigmoid", "β (beta)", "nats"),
+                  "SFT", "DPO", "policy", "reference model", "sigmoid", "β (beta)", "nats", "reward model"),
+    "grpo": ("token", "reward", "advantage", "GRPO", "PPO", "policy", "ratio", "clip", "KL divergence",
+             "reference model", "β (beta)", "log-probability", "chat template", "temperature", "seed", "sampling",
+             "learning rate", "SGD", "gradient", "reward model", "Bradley–Terry", "sigmoid", "DPO"),
     "batches": ("token", "label", "padding", "-100 / ignore_index", "chat template"),
     "masked-lm": ("token", "label", "-100 / ignore_index", "WordPiece ##", "[CLS] / [SEP] / [MASK]", "seed"),
     "nsp": ("token", "logit", "softmax", "label", "cross-entropy", "[CLS] / [SEP] / [MASK]", "sigmoid",

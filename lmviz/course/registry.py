@@ -113,6 +113,20 @@ PATH = (
            "lmviz.lessons.chat_loss", ("count", "compare"), "causal", model_box=True,
            text_boxes=(TextBox(("chat-loss question",), "text_input", "chat_user", 1000),
             TextBox(("chat-loss answer",), "text_input", "chat_answer", 1000))),
+    # after Chat fine-tuning loss: its summed log-probabilities and DPO are what the policy ratio and the reward
+    # model's Bradley-Terry loss are built from
+    Lesson("grpo", "grpo", "RL fine-tuning (GRPO)",
+           "Reinforcement learning from rewards: GRPO, PPO's clip, the KL and the reward model",
+           ":material/emoji_events:",
+           "how reinforcement learning fine-tunes a model from rewards: a group's advantages, the clipped ratio, the "
+           "KL to a reference, the ways the loss is averaged, and the reward model's loss", CAUSAL,
+           "Sample a group of answers to one prompt, give each a [[reward|reward]] by a rule you can read, and "
+           "compare each with its group: its [[advantage|advantage]]. Then [[GRPO|GRPO]]'s loss, token by token: "
+           "the [[ratio|ratio]] of the new policy's probability to the old one's, [[PPO|PPO]]'s [[clip|clip]], the "
+           "[[KL|KL divergence]] to a reference, the ways the literature averages it, and one step of training. "
+           "Last, the [[reward model|reward model]]'s loss, and [[DPO|DPO]] as that same loss.",
+           "lmviz.lessons.grpo", ("advantage", "first_ratio", "weights", "bradley_terry"), "causal", model_box=True,
+           text_boxes=(TextBox(("grpo prompt",), "text_input", "grpo_prompt", 500),)),
     Lesson("batches", "batches", "Batches and padding", "Batches and padding: where real training loss gets subtle",
            ":material/view_agenda:",
            "how sentences of different lengths share one batch, and why its loss is a mean over tokens", CAUSAL,

@@ -45,6 +45,11 @@ TEMPLATE = "template"  # the role of text the chat template writes itself (marke
 # The three labellings a page can show, in its order: lmviz's, TRL's completion-only, every token
 ANSWER, COMPLETION, EVERY = "answer", "completion", "every"
 DEFAULT_BETA = 0.1  # TRL's DPOConfig default
+# The Chat page's conversation until the learner types their own; RL fine-tuning's reward-model section starts
+# from the same pair
+DEFAULT_QUESTION = "What is the capital of France?"
+DEFAULT_CHOSEN = "The capital of France is Paris."
+DEFAULT_REJECTED = "The capital of France is Berlin."
 # A placeholder per message: private-use characters that no template changes and no one types
 _SENTINEL = "\U000f0010{}\U000f0011"
 _SENTINEL_RE = re.compile("\U000f0010(\\d+)\U000f0011")

@@ -19,15 +19,19 @@ LINK = re.compile(r"\[(.*?)\]\(glossary(?:\?[^#)]*)?#([a-z0-9-]+)\)")
 
 
 def first_uses(text: str) -> dict[str, int]:
-    """term -> where in ``text`` one of its words first appears (whole words; "label" not in "labelled")."""
-    found = {}
+    """term -> where in ``text`` one of its words first appears (whole words; "label" not in "labelled"). A word
+    inside a longer term's use is that term's use only ("reward" in "reward model"), as link_first_uses links it."""
+    hits = []
     for term, (words, _) in TERMS.items():
         # any case for Latin words only: σ (sigmoid) in any case would also be Σ, a sum
-        hits = [m.start() for w in words
-                for m in re.finditer(rf"(?<![\w\\-]){re.escape(w)}(?![\w-])", text,
-                                     flags=re.IGNORECASE if w.islower() and w.isascii() else 0)]
-        if hits:
-            found[term] = min(hits)
+        hits += [(term, m.start(), m.end()) for w in words
+                 for m in re.finditer(rf"(?<![\w\\-]){re.escape(w)}(?![\w-])", text,
+                                      flags=re.IGNORECASE if w.isascii() and w.islower() else 0)]
+    found = {}
+    for term, start, end in hits:
+        inside_longer = any(other != term and s <= start and end <= e and e - s > end - start for other, s, e in hits)
+        if not inside_longer:
+            found[term] = min(start, found.get(term, start))
     return found
 
 

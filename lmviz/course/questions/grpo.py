@@ -1,0 +1,80 @@
+"""RL fine-tuning's check-yourself questions, from the group, its advantages, the step and the reward model's
+loss on the learner's screen (lmviz.lessons.grpo). Plain Python (no torch): the page passes in what it computed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lmviz.core.numbers import fmt, fmt_signed
+from lmviz.course.quiz import Question
+
+if TYPE_CHECKING:  # the records' types only: importing the lesson would import torch
+    from lmviz.lessons.grpo import Advantages, BradleyTerry, GrpoStep
+
+MORE, LESS, SAME = "more", "less", "the same"
+
+
+def build_questions(sample_std: Advantages, step: GrpoStep, preference: BradleyTerry) -> list[Question]:
+    return [_advantage_question(sample_std), _first_ratio_question(step), _weights_question(step),
+            _bradley_terry_question(preference)]
+
+
+
+def _advantage_question(adv: Advantages) -> Question:
+    # asked of the answer whose advantage is largest in size: for a group that teaches something it is not 0
+    at = max(range(adv.count), key=lambda i: (abs(adv.advantages[i]), -i))
+    if adv.teaches_nothing:
+        reason = (f"Every reward of the group is {fmt(adv.rewards[0])}, so every r − mean is 0 and so is every "
+                  "advantage: a group whose answers all score the same teaches nothing.")
+    else:
+        reason = (f"(r − mean) / std = ({fmt(adv.rewards[at])} − {fmt(adv.mean)}) / {fmt(adv.std)} = "
+                  f"{fmt_signed(adv.advantages[at])}, with the sample standard deviation √(Σ (r − mean)² / (G − 1)) = "
+                  f"√({fmt(sum(adv.squares))} / {adv.divisor}) = {fmt(adv.std)}.")
+    return Question(
+        "advantage", f"Answer {at + 1} has the reward {fmt(adv.rewards[at])}, and the group's mean reward is "
+                     f"{fmt(adv.mean)}. With the sample standard deviation, as GRPO was published, what is its "
+                     "advantage?", adv.advantages[at],
+        reason=reason, hint="subtract the group's mean reward, then divide by its sample standard deviation "
+                            "(section 2 writes both out).")
+
+
+def _first_ratio_question(step: GrpoStep) -> Question:
+    first = step.before.tokens[0][0]
+    return Question(
+        "first_ratio", "Before the step, the policy being trained is the policy that sampled the answers. What is the "
+                       "ratio π_θ / π_old of answer 1's first token?", first.ratio,
+        reason=f"Both are the same weights, so log π_θ − log π_old = {fmt(first.log_ratio)} and the ratio is "
+               f"e^0 = {fmt(first.ratio)} for every token: nothing can be clipped on the first step of a group, "
+               "which is why a clip fraction logged there is always 0.",
+        hint="the ratio is e^(log π_θ − log π_old); before any update the two log-probabilities are equal "
+             "(section 3).")
+
+
+def _weights_question(step: GrpoStep) -> Question:
+    lengths = step.before.lengths
+    longest = max(range(len(lengths)), key=lambda i: (lengths[i], -i))
+    shortest = min(range(len(lengths)), key=lambda i: (lengths[i], i))
+    weights = step.before.losses["grpo"].token_weights
+    answer = MORE if weights[longest] > weights[shortest] else LESS if weights[longest] < weights[shortest] else SAME
+    return Question(
+        "weights", f"In GRPO's loss as published (each answer's mean over its tokens, then the mean over the "
+                   f"answers), does one token of answer {longest + 1} ({lengths[longest]} tokens) weigh more, less "
+                   f"or the same as one token of answer {shortest + 1} ({lengths[shortest]} tokens)?", answer,
+        choices=(MORE, LESS, SAME),
+        reason=f"Each token of an answer of n tokens weighs 1 / (G · n): 1 / ({len(lengths)} · {lengths[longest]}) "
+               f"against 1 / ({len(lengths)} · {lengths[shortest]}). "
+               + ("The answers are as long as each other, so their tokens weigh the same." if answer == SAME else
+                  "A long answer's tokens each weigh less, so a long wrong answer is pushed down less per token "
+                  "than a short one: the length bias Dr. GRPO and DAPO remove by weighing every token alike."),
+        hint="section 4's table gives one token's weight in each answer under each loss type.")
+
+
+def _bradley_terry_question(preference: BradleyTerry) -> Question:
+    return Question(
+        "bradley_terry", f"A reward model scores the chosen answer {fmt(preference.reward_chosen)} and the rejected "
+                         f"one {fmt(preference.reward_rejected)}. What is its Bradley–Terry loss for the pair?",
+        preference.loss,
+        reason=f"−log σ(r_chosen − r_rejected) = −log σ({fmt(preference.margin)}) = {fmt(preference.loss)}: "
+               f"the model says the chosen answer is preferred with probability σ = "
+               f"{fmt(preference.probability)}.",
+        hint="take the difference of the two scores, then −log σ of it, where σ(x) = 1 / (1 + e^−x) (section 6).")
