@@ -4,7 +4,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
+from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback, stop_without_chat_template
 from lmviz.app.chrome import intro, terms_linked
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
@@ -101,15 +101,8 @@ intro(terms_linked(
     "Choose below which one the page marks: section 3 gives the loss of each."))
 
 scorer = choose_causal_lm()
+stop_without_chat_template(scorer, "it has no chat format to fine-tune")
 loaded, tokenizer = scorer.loaded, scorer.loaded.tokenizer
-if not getattr(tokenizer, "chat_template", None):
-    # used in place of the model asked for (choose_causal_lm keeps that in the link), which could not be loaded
-    fell_back = loaded.name != st.query_params["model"]
-    advice = ("The model asked for could not be loaded here (see above), and no chat model could take its place."
-              if fell_back else "Choose a chat model under Model above, such as the bundled SmolLM2-135M-Instruct.")
-    st.warning(escape_markdown(
-        f"{loaded.name}'s tokenizer has no chat template, so it has no chat format to fine-tune. {advice}"))
-    st.stop()
 panel = result_panel()
 for key, value in DEFAULTS.items():
     st.session_state.setdefault(key, value)

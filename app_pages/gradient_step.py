@@ -3,8 +3,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from lmviz.app.caches import one_step_at_a_time
-from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
+from lmviz.app.choosers import choose_causal_lm, one_step_at_a_time, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem

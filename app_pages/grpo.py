@@ -4,8 +4,12 @@ import math
 import pandas as pd
 import streamlit as st
 
-from lmviz.app.caches import one_step_at_a_time
-from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
+from lmviz.app.choosers import (
+    choose_causal_lm,
+    one_step_at_a_time,
+    scored_with_cpu_fallback,
+    stop_without_chat_template,
+)
 from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
@@ -59,7 +63,7 @@ RULES = {
     "contains the word": ("The word", "twelve", contains_word),
     "is at most N tokens long": ("N, the most tokens", "6", at_most_tokens),
 }
-SCALING_WORDS = {MEAN: "r − mean (Dr. GRPO)", POPULATION_STD: "÷ population std",
+SCALING_WORDS = {MEAN: "R − mean (Dr. GRPO)", POPULATION_STD: "÷ population std",
                  SAMPLE_STD: "÷ sample std (GRPO as published, TRL)"}
 # A log scale. On the default group (seed 0, 8 answers, 12 tokens) 3e-4 moves each rewarded answer's log π up by
 # 0.2 to 0.4 and clips no token; the larger rates push some tokens past the clip
@@ -136,6 +140,7 @@ intro(
     "to be.")
 
 scorer = choose_causal_lm()
+stop_without_chat_template(scorer, "it cannot be asked a question as a chat model is")
 panel = result_panel()
 prompt = st.text_input("Prompt: a question whose answer a rule can check", DEFAULT_PROMPT, max_chars=MAX_CHARS,
                        key="grpo_prompt")
@@ -185,20 +190,20 @@ adv = scaled[SAMPLE_STD]
 total = " + ".join(fmt(r, 0) if float(r).is_integer() else fmt(r) for r in scores)
 squares = math.fsum(adv.squares)
 st.markdown(escape_markdown(
-    f"mean = ({total}) / {adv.count} = {fmt(adv.mean)}. Each advantage starts from r − mean; Σ (r − mean)² = "
+    f"mean = ({total}) / {adv.count} = {fmt(adv.mean)}. Each advantage starts from R − mean; Σ (R − mean)² = "
     f"{fmt(squares)}, so the population standard deviation is √({fmt(squares)} / {adv.count}) = "
     f"{fmt(scaled[POPULATION_STD].std)} and the sample one (÷ G − 1, as torch.std) √({fmt(squares)} / "
     f"{adv.count - 1}) = {fmt(adv.std)}."))
 key_table(pd.DataFrame({
     "answer": [answer_label(i, r) for i, r in enumerate(scores)],
-    "r − mean": [fmt_signed(d) for d in adv.deviations],
+    "R − mean": [fmt_signed(d) for d in adv.deviations],
     SCALING_WORDS[MEAN]: [fmt_signed(a) for a in scaled[MEAN].advantages],
     SCALING_WORDS[POPULATION_STD]: [fmt_signed(a) for a in scaled[POPULATION_STD].advantages],
     SCALING_WORDS[SAMPLE_STD]: [fmt_signed(a) for a in adv.advantages],
 }), "grpo-advantages.csv", hide_index=True)
 if adv.teaches_nothing:
     st.info(escape_markdown(
-        f"Every answer has the reward {fmt(scores[0])}: every r − mean is 0, so every advantage is 0 and so is the "
+        f"Every answer has the reward {fmt(scores[0])}: every R − mean is 0, so every advantage is 0 and so is the "
         "gradient of the clipped terms. This group teaches nothing; try another seed, a larger group, a higher "
         "temperature or another rule."), icon=":material/info:")
 else:

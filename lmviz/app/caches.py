@@ -3,8 +3,6 @@ resource cache), its Batcher, and the process's FairShare (applied by lmviz.serv
 
 from __future__ import annotations
 
-import threading
-
 import streamlit as st
 
 from lmviz.models.loading import (
@@ -44,14 +42,6 @@ def get_batcher(name: str, device: str, dtype: str, token: str | None):
 def process_fair_share() -> FairShare:
     """One per process: every session's texts count against the same limits."""
     return FairShare(chars_per_minute(), PROCESS_CHARS_IN_FLIGHT)
-
-
-@st.cache_resource
-def one_step_at_a_time() -> threading.Lock:
-    """A step of training holds a second set of the model's weights while it runs (lmviz.lessons.gradient_step's
-    private copy): two visitors stepping at once would hold two. The server runs one step at a time, whichever
-    lesson takes it; scoring is not held up."""
-    return threading.Lock()
 
 
 def session_id() -> str:

@@ -3,6 +3,7 @@ cannot be loaded, and the model the Train page hands to the other pages of a ses
 
 from __future__ import annotations
 
+import threading
 from typing import Callable, TypeVar
 
 import streamlit as st
@@ -208,6 +209,28 @@ def choose_causal_lm() -> CausalScorer:
         # this session's own model: scored in its own thread, never batched with other sessions' requests
         return CausalScorer(trained, None, process_fair_share(), session_id(), "float32", None)
     return _shared(causal_lm_or_fallback(name, device, dtype, token), dtype, token)
+
+
+def stop_without_chat_template(scorer: CausalScorer, why: str) -> None:
+    """On a page that needs a chat model: when the scorer's tokenizer has no chat template, one sentence saying so
+    (``why``: what the page cannot do without one) and the page stops. When it stands in for a model that could not
+    be loaded (choose_causal_lm keeps the one asked for in the link), it does not advise a model that is not here."""
+    loaded = scorer.loaded
+    if getattr(loaded.tokenizer, "chat_template", None):
+        return
+    fell_back = loaded.name != st.query_params["model"]
+    advice = ("The model asked for could not be loaded here (see above), and no chat model could take its place."
+              if fell_back else "Choose a chat model under Model above, such as the bundled SmolLM2-135M-Instruct.")
+    st.warning(escape_markdown(f"{loaded.name}'s tokenizer has no chat template, so {why}. {advice}"))
+    st.stop()
+
+
+@st.cache_resource
+def one_step_at_a_time() -> threading.Lock:
+    """A step of training holds a second set of the model's weights while it runs (lmviz.lessons.gradient_step's
+    private copy): two visitors stepping at once would hold two. The server runs one step at a time, whichever
+    lesson takes it; scoring is not held up."""
+    return threading.Lock()
 
 
 def scored_with_cpu_fallback(scorer: CausalScorer, score: Callable[[CausalScorer], T]) -> tuple[CausalScorer, T]:

@@ -141,7 +141,7 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                "more likely."),
     "advantage": (("advantage", "advantages"),
                   "How much better an answer did than expected, A. GRPO expects its group's mean reward: A_i = "
-                  "r_i − mean(r), divided by the group's standard deviation in GRPO as published (Dr. GRPO leaves "
+                  "R_i − mean(R), divided by the group's standard deviation in GRPO as published (Dr. GRPO leaves "
                   "the division out). A positive advantage makes the answer's tokens more likely, a negative one "
                   "less likely; when every reward of the group is equal, every advantage is 0 and the group "
                   "teaches nothing."),

@@ -50,7 +50,15 @@ def typed(box: TextBox):
 # Boxes reached another way than by typing into them alone; every other registered box is typed into.
 # your-sentence from a link and train are driven by their own tests below, with what they need around the text.
 BY_OTHER_MEANS = {"your-sentence from a link", "train alone", "train among ordinary text"}
-SPECIAL = {"batches": lambda at, text: at.text_area(key="batch_text").input(text[:1000] + "\nThe cat sat.")}
+def small_group_on_grpo(at: AppTest, text: str):
+    """The prompt typed with a group of 2 answers of 4 tokens: every case samples a group and takes a step."""
+    at.slider(key="grpo_group").set_value(2)
+    at.number_input(key="grpo_limit").set_value(4)
+    at.text_input(key="grpo_prompt").input(text[:500])
+
+
+SPECIAL = {"batches": lambda at, text: at.text_area(key="batch_text").input(text[:1000] + "\nThe cat sat."),
+           "grpo prompt": small_group_on_grpo}
 # the "Compare with another version" boxes: "scored" is the comparison ("scored, warned": under the
 # sentence that the BERT does not know most of the second version's words), "sentence" one sentence in
 # its place; either way the first version's result stays on the page

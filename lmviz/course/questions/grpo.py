@@ -24,11 +24,11 @@ def _advantage_question(adv: Advantages) -> Question:
     # asked of the answer whose advantage is largest in size: for a group that teaches something it is not 0
     at = max(range(adv.count), key=lambda i: (abs(adv.advantages[i]), -i))
     if adv.teaches_nothing:
-        reason = (f"Every reward of the group is {fmt(adv.rewards[0])}, so every r − mean is 0 and so is every "
+        reason = (f"Every reward of the group is {fmt(adv.rewards[0])}, so every R − mean is 0 and so is every "
                   "advantage: a group whose answers all score the same teaches nothing.")
     else:
-        reason = (f"(r − mean) / std = ({fmt(adv.rewards[at])} − {fmt(adv.mean)}) / {fmt(adv.std)} = "
-                  f"{fmt_signed(adv.advantages[at])}, with the sample standard deviation √(Σ (r − mean)² / (G − 1)) = "
+        reason = (f"(R − mean) / std = ({fmt(adv.rewards[at])} − {fmt(adv.mean)}) / {fmt(adv.std)} = "
+                  f"{fmt_signed(adv.advantages[at])}, with the sample standard deviation √(Σ (R − mean)² / (G − 1)) = "
                   f"√({fmt(sum(adv.squares))} / {adv.divisor}) = {fmt(adv.std)}.")
     return Question(
         "advantage", f"Answer {at + 1} has the reward {fmt(adv.rewards[at])}, and the group's mean reward is "

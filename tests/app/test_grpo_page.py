@@ -1,0 +1,129 @@
+"""The RL fine-tuning (GRPO) page, headless: its group, advantages and step are the library's on the same settings,
+its advantages agree with torch.std's, a group that teaches nothing is said to, the reward-model section scores
+the Chat page's own pair, and what cannot be sampled gets one sentence."""
+
+import math
+import re
+
+import pytest
+import torch
+
+from lmviz.lessons.chat_loss import DEFAULT_BETA as DPO_BETA
+from lmviz.lessons.chat_loss import DEFAULT_CHOSEN, DEFAULT_QUESTION, DEFAULT_REJECTED, compare_answers
+from lmviz.lessons.grpo import SAMPLE_STD, advantages, contains_number, grpo_step, rewards, sample_group
+from tests.helpers import open_page
+
+PAGE = "app_pages/grpo.py"
+DEFAULT_PROMPT = "What is 7 + 5? Reply with just the number."
+
+
+def metrics(at) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def texts(at) -> list[str]:
+    """Every markdown, caption and info on the page, unescaped, links as their words: what the learner reads."""
+    unescaped = [re.sub(r"\\(.)", r"\1", str(e.value)) for e in [*at.markdown, *at.caption, *at.info]]
+    return [re.sub(r"\[([^\]]*)\]\(glossary[^)]*\)", r"\1", text) for text in unescaped]
+
+
+def table(at, first_column: str):
+    return next(d.value for d in at.dataframe if d.value.columns[0] == first_column and len(d.value.columns) > 4)
+
+
+@pytest.fixture(scope="module")
+def default_page():
+    at = open_page(PAGE)
+    assert not at.exception and not at.error and not at.warning
+    return at
+
+
+def test_the_default_group_is_the_librarys_with_2_of_8_rewarded(default_page, bundled):
+    group = sample_group(bundled, DEFAULT_PROMPT, 8, 0, 1.0, 12)
+    scores = rewards(group, contains_number(12))
+    assert metrics(default_page)["Rewarded answers"] == f"{int(sum(scores))} of 8" == "2 of 8"  # issue 31's 2 of 8
+
+
+def test_the_advantages_are_r_minus_the_mean_over_torchs_std(default_page, bundled):
+    group = sample_group(bundled, DEFAULT_PROMPT, 8, 0, 1.0, 12)
+    r = torch.tensor(rewards(group, contains_number(12)), dtype=torch.float64)
+    shown = table(default_page, "answer")
+    for column, reference in (("R − mean (Dr. GRPO)", r - r.mean()),
+                              ("÷ population std", (r - r.mean()) / r.std(correction=0)),
+                              ("÷ sample std (GRPO as published, TRL)", (r - r.mean()) / r.std())):
+        assert [float(v) for v in shown[column]] == pytest.approx(reference.tolist(), abs=5e-6)
+    # the arithmetic written out: mean 2/8, Σ (R − mean)² = 1.5, √(1.5 / 8) and √(1.5 / 7)
+    said = next(t for t in texts(default_page) if t.startswith("mean = "))
+    assert "= 0.25000" in said and "√(1.50000 / 8) = 0.43301" in said and "√(1.50000 / 7) = 0.46291" in said
+
+
+def test_the_step_is_the_librarys_and_clips_nothing_before_it(default_page, bundled):
+    group = sample_group(bundled, DEFAULT_PROMPT, 8, 0, 1.0, 12)
+    adv = advantages(rewards(group, contains_number(12)), SAMPLE_STD).advantages
+    step = grpo_step(bundled, group, adv, 1e-3)
+    shown = metrics(default_page)
+    assert shown["Clipped after the step"] == f"{step.after.clipped_count} of {step.after.token_count} tokens"
+    rewarded = [i for i, a in enumerate(adv) if a > 0]
+    change = sum(step.answer_logps_after[i] - step.answer_logps_before[i] for i in rewarded) / len(rewarded)
+    assert float(shown["log π of a rewarded answer, change"]) == pytest.approx(change, abs=2e-5)
+    assert change > 0 > float(shown["log π of another answer, change"])
+    before = table(default_page, "token")  # answer 1, before any update: every ratio 1, nothing clipped
+    assert set(before["ratio r"]) == {"1.00000"} and set(before["the min takes"]) == {"r·A"}
+    assert set(before["β·KL"]) == {"0.00000"}
+    answers = next(d.value for d in default_page.dataframe if "p(answer) before" in d.value.columns)
+    assert [float(v) for v in answers["after"]] == pytest.approx(step.answer_logps_after, abs=5e-6)
+    assert float(answers["after "][0]) == pytest.approx(math.exp(step.answer_logps_after[0]), rel=1e-3)
+
+
+def test_a_group_whose_rewards_are_all_equal_teaches_nothing_and_the_step_moves_nothing():
+    at = open_page(PAGE)
+    at.slider(key="grpo_group").set_value(2)
+    at.number_input(key="grpo_limit").set_value(4)
+    at.radio(key="grpo_rule").set_value("is at most N tokens long").run()
+    at.text_input(key="grpo_rule_2").set_value("64").run(timeout=120)
+    assert not at.exception and not at.warning
+    assert any("This group teaches nothing" in info.value for info in at.info)
+    assert metrics(at)["log π of a rewarded answer, change"] == "0.00000"  # every advantage 0, the KL's gradient 0
+
+
+@pytest.mark.parametrize(("key", "value"), [("grpo_prompt", ""), ("grpo_rule_0", "twelve")])
+def test_what_cannot_be_scored_gets_one_sentence_in_place_of_the_result(key, value):
+    at = open_page(PAGE)
+    at.text_input(key=key).set_value(value).run()
+    assert not at.exception and not at.metric
+    assert len(at.warning) == 1 and at.warning[0].value.endswith(".")
+
+
+def test_a_model_without_a_chat_template_gets_one_sentence():
+    at = open_page(PAGE)
+    at.text_input(key="model_name").set_value("lmviz-tiny-gpt").run()
+    assert not at.exception and not at.metric
+    assert [w.value for w in at.warning] == [
+        "lmviz\\-tiny\\-gpt's tokenizer has no chat template, so it cannot be asked a question as a chat model is\\. "
+        "Choose a chat model under Model above, such as the bundled SmolLM2\\-135M\\-Instruct\\."]
+
+
+def dpo_sentence(at) -> str:
+    return next(t for t in texts(at) if t.startswith("DPO has no reward model"))
+
+
+def test_the_reward_model_section_scores_the_chat_pages_defaults_before_it_is_opened(default_page, bundled):
+    pair = compare_answers(bundled, DEFAULT_QUESTION, DEFAULT_CHOSEN, DEFAULT_REJECTED)
+    said = dpo_sentence(default_page)
+    assert f"Σ log π_ref {pair.chosen.sum_logp:.5f} and {pair.rejected.sum_logp:.5f}" in said
+    # raised by 1: r_chosen = 0.1, r_rejected = 0, and −log σ(0.1) by hand
+    assert f"−log σ(0.10000) = {math.log1p(math.exp(-DPO_BETA)):.5f}" in said and "difference 0.0e+00" in said
+    bradley_terry = next(t for t in texts(default_page) if t.startswith("−log σ(2.00000 − 0.50000)"))
+    assert f"= {math.log1p(math.exp(-1.5)):.5f}" in bradley_terry
+
+
+def test_the_reward_model_section_scores_the_pair_typed_on_the_chat_page(bundled):
+    at = open_page("app_pages/chat_loss.py")
+    at.text_input(key="chat_other").set_value("Berlin, I think.").run()
+    at.slider(key="chat_dpo_raise").set_value(2.0).run()
+    at = at.switch_page(PAGE).run(timeout=120)
+    assert not at.exception
+    said = dpo_sentence(at)
+    pair = compare_answers(bundled, DEFAULT_QUESTION, DEFAULT_CHOSEN, "Berlin, I think.")
+    assert "“Berlin, I think.” rejected" in said and f"and {pair.rejected.sum_logp:.5f})" in said
+    assert f"−log σ(0.20000) = {math.log1p(math.exp(-2 * DPO_BETA)):.5f}" in said

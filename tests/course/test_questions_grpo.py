@@ -1,0 +1,62 @@
+"""RL fine-tuning's questions, their answers worked out by hand from the records they are built from (the library's
+own records on numbers, no model)."""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from lmviz.course import quiz
+from lmviz.course.questions.grpo import LESS, MORE, SAME, build_questions
+from lmviz.lessons.grpo import SAMPLE_STD, advantages, bradley_terry, group_loss
+
+
+def step_on(lengths: list[int]):
+    """A GrpoStep's fields the questions read: the loss before any update, every answer log π = -1 per token."""
+    logps = [[-1.0] * n for n in lengths]
+    return SimpleNamespace(before=group_loss(logps, logps, [1.0] + [0.0] * (len(lengths) - 1)))
+
+
+def by_key(questions) -> dict:
+    return {q.key: q for q in questions}
+
+
+def asked(rewards=(1, 1, 0, 0), lengths=(3, 5, 2, 4), chosen=2.0, rejected=0.5) -> dict:
+    return by_key(build_questions(advantages(list(rewards), SAMPLE_STD), step_on(list(lengths)),
+                                  bradley_terry(chosen, rejected)))
+
+
+def test_the_advantage_is_asked_with_the_sample_std_of_the_largest_advantage():
+    question = asked(rewards=(1, 0, 0, 0))["advantage"]
+    # mean 0.25; Σ (R − mean)² = 0.5625 + 3 · 0.0625 = 0.75; sample std √(0.75 / 3) = 0.5; answer 1: 0.75 / 0.5
+    assert "Answer 1 " in question.ask and question.answer == pytest.approx(1.5)
+    assert quiz.check(question, "1.5").right and not quiz.check(question, "1.732").right  # ÷ the population std
+    assert not quiz.check(question, "0.75").right  # R − mean alone (Dr. GRPO)
+
+
+def test_two_right_and_two_wrong_is_plus_or_minus_0_866_with_the_sample_std():
+    assert asked()["advantage"].answer == pytest.approx(math.sqrt(3) / 2)  # 0.5 / √(1 / 3)
+
+
+def test_a_group_of_equal_rewards_has_the_advantage_0_and_says_it_teaches_nothing():
+    question = asked(rewards=(1, 1, 1))["advantage"]
+    assert question.answer == 0.0 and "teaches nothing" in question.reason and quiz.check(question, "0").right
+
+
+def test_the_first_ratio_is_1():
+    question = asked()["first_ratio"]
+    assert question.answer == 1.0 and quiz.check(question, "1").right and not quiz.check(question, "0").right
+
+
+@pytest.mark.parametrize(("lengths", "answer"), [((3, 5, 2, 4), LESS), ((4, 4, 4, 4), SAME)])
+def test_a_longer_answers_token_weighs_less_under_grpo(lengths, answer):
+    question = asked(lengths=lengths)["weights"]
+    assert question.answer == answer and MORE in question.choices
+    if answer == LESS:  # answer 2 (5 tokens) against answer 3 (2): 1 / (4 · 5) against 1 / (4 · 2)
+        assert "answer 2 (5 tokens)" in question.ask and "answer 3 (2 tokens)" in question.ask
+
+
+def test_the_bradley_terry_loss_is_minus_log_sigmoid_of_the_margin():
+    question = asked(chosen=2.0, rejected=0.5)["bradley_terry"]
+    assert question.answer == pytest.approx(math.log1p(math.exp(-1.5)))  # 0.20141
+    assert quiz.check(question, "0.2014").right and not quiz.check(question, "1.5").right
