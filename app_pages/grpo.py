@@ -93,8 +93,13 @@ def get_pair(_scorer: CausalScorer, model_key: tuple, user: str, chosen: str, re
 
 
 
+def reward_text(reward: float) -> str:
+    """A rule's reward as a whole number (1, 0) when it is one, like the rules' own 1.0 and 0.0."""
+    return fmt(reward, 0) if float(reward).is_integer() else fmt(reward)
+
+
 def answer_label(i: int, reward: float) -> str:
-    return f"{RIGHT if reward > 0 else WRONG} answer {i + 1}, reward {fmt(reward)}"
+    return f"{RIGHT if reward > 0 else WRONG} answer {i + 1}, reward {reward_text(reward)}"
 
 
 def answer_chips(group, scores: list[float]) -> str:
@@ -187,7 +192,7 @@ st.code(rule.source, language="python")
 
 st.subheader("2. Advantages: each answer against its group")
 adv = scaled[SAMPLE_STD]
-total = " + ".join(fmt(r, 0) if float(r).is_integer() else fmt(r) for r in scores)
+total = " + ".join(reward_text(r) for r in scores)
 squares = math.fsum(adv.squares)
 st.markdown(escape_markdown(
     f"mean = ({total}) / {adv.count} = {fmt(adv.mean)}. Each advantage starts from R − mean; Σ (R − mean)² = "
@@ -196,14 +201,13 @@ st.markdown(escape_markdown(
     f"{adv.count - 1}) = {fmt(adv.std)}."))
 key_table(pd.DataFrame({
     "answer": [answer_label(i, r) for i, r in enumerate(scores)],
-    "R − mean": [fmt_signed(d) for d in adv.deviations],
     SCALING_WORDS[MEAN]: [fmt_signed(a) for a in scaled[MEAN].advantages],
     SCALING_WORDS[POPULATION_STD]: [fmt_signed(a) for a in scaled[POPULATION_STD].advantages],
     SCALING_WORDS[SAMPLE_STD]: [fmt_signed(a) for a in adv.advantages],
 }), "grpo-advantages.csv", hide_index=True)
 if adv.teaches_nothing:
     st.info(escape_markdown(
-        f"Every answer has the reward {fmt(scores[0])}: every R − mean is 0, so every advantage is 0 and so is the "
+        f"Every answer has the reward {reward_text(scores[0])}: every R − mean is 0, so every advantage is 0 and so is the "
         "gradient of the clipped terms. This group teaches nothing; try another seed, a larger group, a higher "
         "temperature or another rule."), icon=":material/info:")
 else:
@@ -250,14 +254,15 @@ def mean_change(indices: list[int]) -> float:
 with panel:
     right, clipped, up, down = st.columns(4)
     right.metric("Rewarded answers", f"{len(rewarded)} of {group.size}")
-    clipped.metric("Clipped after the step", f"{after.clipped_count} of {after.token_count} tokens",
-                   help="Tokens where the min takes clip(r)·A, whose gradient is 0. Before the step: 0.")
+    clipped.metric("Clipped after the step", f"{after.clipped_count} of {after.token_count}",
+                   help="The answer tokens where the min takes clip(r)·A, whose gradient is 0, of all the group's "
+                        "answer tokens. Before the step: none.")
     if rewarded:
-        up.metric("log π of a rewarded answer, change", fmt_signed(mean_change(rewarded)),
+        up.metric("log π change, rewarded", fmt_signed(mean_change(rewarded)),
                   help="Σ log π over the answer's tokens, after the step minus before, averaged over the rewarded "
                        "answers.")
     if others:
-        down.metric("log π of another answer, change", fmt_signed(mean_change(others)),
+        down.metric("log π change, others", fmt_signed(mean_change(others)),
                     help="The same over the answers without a reward.")
 
 shown = st.selectbox("Answer shown token by token (here and in section 5)", range(group.size),

@@ -62,11 +62,11 @@ def test_the_step_is_the_librarys_and_clips_nothing_before_it(default_page, bund
     adv = advantages(rewards(group, contains_number(12)), SAMPLE_STD).advantages
     step = grpo_step(bundled, group, adv, 1e-3)
     shown = metrics(default_page)
-    assert shown["Clipped after the step"] == f"{step.after.clipped_count} of {step.after.token_count} tokens"
+    assert shown["Clipped after the step"] == f"{step.after.clipped_count} of {step.after.token_count}"
     rewarded = [i for i, a in enumerate(adv) if a > 0]
     change = sum(step.answer_logps_after[i] - step.answer_logps_before[i] for i in rewarded) / len(rewarded)
-    assert float(shown["log π of a rewarded answer, change"]) == pytest.approx(change, abs=2e-5)
-    assert change > 0 > float(shown["log π of another answer, change"])
+    assert float(shown["log π change, rewarded"]) == pytest.approx(change, abs=2e-5)
+    assert change > 0 > float(shown["log π change, others"])
     before = table(default_page, "token")  # answer 1, before any update: every ratio 1, nothing clipped
     assert set(before["ratio r"]) == {"1.00000"} and set(before["the min takes"]) == {"r·A"}
     assert set(before["β·KL"]) == {"0.00000"}
@@ -83,7 +83,7 @@ def test_a_group_whose_rewards_are_all_equal_teaches_nothing_and_the_step_moves_
     at.text_input(key="grpo_rule_2").set_value("64").run(timeout=120)
     assert not at.exception and not at.warning
     assert any("This group teaches nothing" in info.value for info in at.info)
-    assert metrics(at)["log π of a rewarded answer, change"] == "0.00000"  # every advantage 0, the KL's gradient 0
+    assert metrics(at)["log π change, rewarded"] == "0.00000"  # every advantage 0, the KL's gradient 0
 
 
 @pytest.mark.parametrize(("key", "value"), [("grpo_prompt", ""), ("grpo_rule_0", "twelve")])

@@ -196,6 +196,37 @@ def test_sigmoid_binary_cross_entropy_and_dpo_entries_agree_with_torch():
     assert "0.1 by default" in definition("β (beta)")  # TRL's DPOConfig: beta: float = 0.1
 
 
+def test_the_rl_entries_agree_with_the_library_and_torch():
+    from lmviz.lessons.grpo import DEFAULT_EPSILON, MEAN, SAMPLE_STD, advantages, bradley_terry, clip_terms
+
+    # advantage: R − mean, ÷ the std in GRPO as published; equal rewards give 0 and teach nothing
+    rewards = torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+    assert advantages(rewards.tolist(), MEAN).advantages == pytest.approx((rewards - rewards.mean()).tolist())
+    assert advantages(rewards.tolist(), SAMPLE_STD).advantages == pytest.approx(
+        ((rewards - rewards.mean()) / rewards.std()).tolist())
+    same = advantages([1.0, 1.0, 1.0])
+    assert same.advantages == [0.0] * 3 and same.teaches_nothing and "teaches nothing" in definition("advantage")
+    # ratio and clip: before the first update every ratio is exactly 1; where the clipped term is the smaller one
+    # autograd's gradient of the token's term is 0; TRL's default ε is the library's
+    logp = torch.tensor([[-1.0, -2.0, -0.5]], dtype=torch.float64)
+    mask = torch.ones_like(logp)
+    first = clip_terms(logp.clone().requires_grad_(), logp, torch.tensor([1.0]), mask)
+    assert first["ratio"].tolist() == [[1.0, 1.0, 1.0]] and "exactly 1" in definition("ratio")
+    moved = logp.clone().requires_grad_()
+    terms = clip_terms(moved + torch.tensor([[0.5, 0.0, 0.0]]), logp, torch.tensor([1.0]), mask)  # ratio e^0.5 > 1.2
+    terms["loss"].sum().backward()
+    assert terms["takes_clipped"].tolist() == [[True, False, False]] and moved.grad[0, 0].item() == 0.0
+    assert moved.grad[0, 1].item() != 0.0 and "gradient is 0" in definition("clip")
+    assert f"ε = {DEFAULT_EPSILON:g} by default in TRL" in definition("clip")
+    # the KL entry's k3: never negative, 0 where the policy and the reference agree
+    gap = torch.linspace(-5, 5, 101, dtype=torch.float64)
+    k3 = torch.exp(gap) - gap - 1
+    assert (k3 >= 0).all() and k3[50].item() == 0.0 and "never negative" in definition("KL divergence")
+    # Bradley–Terry: −log σ(r_chosen − r_rejected)
+    assert bradley_terry(2.0, 0.5).loss == pytest.approx(-F.logsigmoid(torch.tensor(1.5, dtype=torch.float64)).item())
+    assert "−log σ(r_chosen − r_rejected)" in definition("Bradley–Terry")
+
+
 def test_the_unigram_entropy_is_the_best_context_free_loss():
     from lmviz.core.corpus import unigram_entropy
 

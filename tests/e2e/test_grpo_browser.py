@@ -11,7 +11,7 @@ PROMPT = "What is 7 + 5? Reply with just the number."
 
 
 def clipped(step) -> str:
-    return f"{step.after.clipped_count} of {step.after.token_count} tokens"
+    return f"{step.after.clipped_count} of {step.after.token_count}"
 
 
 @pytest.fixture(scope="module")
