@@ -207,8 +207,8 @@ key_table(pd.DataFrame({
 }), "grpo-advantages.csv", hide_index=True)
 if adv.teaches_nothing:
     st.info(escape_markdown(
-        f"Every answer has the reward {reward_text(scores[0])}: every R − mean is 0, so every advantage is 0 and so is the "
-        "gradient of the clipped terms. This group teaches nothing; try another seed, a larger group, a higher "
+        f"Every answer has the reward {reward_text(scores[0])}: every R − mean is 0, so every advantage is 0 and so is "
+        "the gradient of the clipped terms. This group teaches nothing; try another seed, a larger group, a higher "
         "temperature or another rule."), icon=":material/info:")
 else:
     trl = advantages(scores, SAMPLE_STD, TRL_STD_EPS)
