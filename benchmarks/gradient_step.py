@@ -26,15 +26,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
-import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 
 import torch
 
+from benchmarks import in_fresh_process
 from lmviz.lessons.causal_lm import analyse_clm, length_limit, make_request
 from lmviz.lessons.gradient_step import adamw_first_step, logit_gradient, sgd_steps
 from lmviz.models.loading import DEFAULT_MODEL, TINY_GPT, load_causal_lm
@@ -135,15 +133,6 @@ print(json.dumps(dict(loaded_mib=loaded_mib, peak_mib=status_mib("VmHWM"), after
 """
 
 
-def _child(code: str, env: dict | None = None) -> dict:
-    """Run a measurement in a fresh Python process; it prints one JSON line."""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr[-2000:])
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def cuda_peaks(loaded, text: str) -> dict:
     """MiB: each call's peak GPU memory (torch's allocations) above what was allocated before it."""
     peaks = {}
@@ -186,7 +175,7 @@ def table_rows(device: str, lengths: list[int], repeats: int) -> list[dict]:
         for tokens, text in texts.items():
             row = {"model": loaded.name, "tokens": tokens, "ms": times_ms(loaded, text, repeats)}
             if device == "cpu":
-                row["memory"] = _child(ROW_PROBE.format(name=model, length=tokens))
+                row["memory"] = in_fresh_process(ROW_PROBE.format(name=model, length=tokens))
                 row["loaded_mib"] = row["memory"].pop("loaded_mib")
                 row["weights_mib"] = row["memory"].pop("weights_mib")
             else:
@@ -253,8 +242,8 @@ def main() -> None:
         print("\n2. GPU: no CUDA device on this machine; not measured.")
     length = lengths[-1]
     probe = TRIM_PROBE.format(length=length)
-    print_trim(length, {"defaults": _child(probe),
-                        "MALLOC_MMAP_THRESHOLD_=65536": _child(probe, env={"MALLOC_MMAP_THRESHOLD_": "65536"})})
+    print_trim(length, {"defaults": in_fresh_process(probe), "MALLOC_MMAP_THRESHOLD_=65536": in_fresh_process(
+        probe, env={"MALLOC_MMAP_THRESHOLD_": "65536"})})
     print(f"\nLoad average {started} at the start, {load_average()} at the end; {time.perf_counter() - start:.0f} s.")
 
 

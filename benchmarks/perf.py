@@ -23,8 +23,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks import in_fresh_process
 from lmviz.core.corpus import generate_story
 from lmviz.lessons.causal_lm import Request, analyse_clm, loss_three_ways, score_positions
 from lmviz.models.loading import load_causal_lm
@@ -115,15 +114,6 @@ def overhead(loaded, lengths: list[int], repeats: int, texts: list[str]) -> list
     return rows
 
 
-def _child(code: str, env: dict | None = None) -> dict:
-    """Run a measurement in a fresh Python process; it prints one JSON line."""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=900)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr[-2000:])
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 MEMORY_PROBE = """
 import gc, json, torch
 from benchmarks.perf import ids_of_length
@@ -169,16 +159,17 @@ print(json.dumps(dict(seconds=time.time() - t0)))
 
 
 def memory(length: int) -> dict:
-    row = _child(MEMORY_PROBE.format(length=length))
+    row = in_fresh_process(MEMORY_PROBE.format(length=length))
     row["analysis_extra_in_logits"] = (row["analysis_peak_mb"] - row["base_mb"]) / row["logits_mb"]
     row["forward_extra_in_logits"] = (row["forward_peak_mb"] - row["base_mb"]) / row["logits_mb"]
     return row
 
 
 def start_times() -> dict:
-    warm = [_child(START_PROBE.format(t0=time.time()))["seconds"] for _ in range(2)]  # first run fills the cache
+    # the first run fills the cache
+    warm = [in_fresh_process(START_PROBE.format(t0=time.time()))["seconds"] for _ in range(2)]
     with tempfile.TemporaryDirectory() as empty:
-        cold = _child(START_PROBE.format(t0=time.time()), env={"LMVIZ_CACHE": empty})["seconds"]
+        cold = in_fresh_process(START_PROBE.format(t0=time.time()), env={"LMVIZ_CACHE": empty})["seconds"]
     return {"warm_s": min(warm), "cold_s": cold}
 
 

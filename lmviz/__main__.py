@@ -6,6 +6,10 @@
     python -m lmviz next "PREFIX" [--model ID] [--temperature T] [--top-k K] [--seed N] [--true-next WORD] [--json]
     python -m lmviz sft "USER" "ANSWER" [--system TEXT] [--model ID] [--json]
     python -m lmviz step "TEXT" [--lr 1e-3] [--optimizer sgd|adamw] [--steps N] [--other "TEXT"] [--model ID] [--json]
+    python -m lmviz grpo "PROMPT" [--group G] [--seed S] [--temperature T] [--max-new-tokens N]
+        [--reward number:12|word:Paris|tokens:5] [--scale "sample std"|"population std"|mean] [--lr 1e-3]
+        [--loss-type grpo|bnpo|dr_grpo|dapo] [--level token|sequence] [--epsilon 0.2] [--epsilon-high E]
+        [--beta 0.04] [--model ID] [--json]
     python -m lmviz prepare [MODEL ...] [--only] [--list]
 
 ``next``: the model's distribution for the token after PREFIX (top K, everything else, greedy;
@@ -15,6 +19,9 @@ loss with those labels, with TRL's completion-only labels and with every token c
 ``step``: the gradient of TEXT's mean loss with respect to each position's logits, by the formula and by
 autograd; then N steps of SGD on every weight (TEXT's and --other's tokens before and after, the loss per
 step), or with --optimizer adamw AdamW's first step on the output matrix. The shared weights are not changed.
+``grpo``: G answers to PROMPT sampled with the chat template, each scored by the reward rule; the advantages
+three ways; the GRPO loss before a step under each loss type; one SGD step on a copy of the weights, and
+after it the clip fraction, the mean KL and each answer's Σ log π before and after.
 ``prepare``: before class, while online, download the models the pages offer (and MODEL ...), check
 that each loads offline, and print where each is and its size; ``--list`` prints what loads offline now.
 Bad input prints one sentence on stderr and exits with code 2.
@@ -28,7 +35,7 @@ import math
 import sys
 from dataclasses import asdict
 
-from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_grad, fmt_prob
+from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_grad, fmt_prob, fmt_signed
 from lmviz.core.text import readable_token
 from lmviz.errors import ModelLoadError, NotEnoughMemory, NothingToScore
 from lmviz.lessons.bert import analyse_mlm, analyse_nsp
@@ -43,6 +50,30 @@ from lmviz.lessons.gradient_step import (
     check_steps,
     logit_gradient,
     sgd_steps,
+)
+from lmviz.lessons.grpo import (
+    DEFAULT_BETA,
+    DEFAULT_EPSILON,
+    GRPO,
+    LOSS_TYPES,
+    MAX_GROUP,
+    MAX_NEW_TOKENS,
+    MEAN,
+    MIN_GROUP,
+    POPULATION_STD,
+    SAMPLE_STD,
+    SCALINGS,
+    SEQUENCE,
+    TOKEN,
+    advantages,
+    at_most_tokens,
+    check_clip,
+    check_sampling,
+    contains_number,
+    contains_word,
+    grpo_step,
+    rewards,
+    sample_group,
 )
 from lmviz.lessons.next_token import (
     DEFAULT_TOP_K,
@@ -329,6 +360,110 @@ def _step_output(gradient, steps, optimizer: str, as_json: bool) -> str:
     return "\n".join(_gradient_table(gradient) + [""] + table(steps))
 
 
+# --- grpo: a group of answers, their rewards and advantages, and one step on the GRPO loss -----------------
+
+DEFAULT_REWARD = "number:12"  # the lesson's default: "What is 7 + 5?" is right when it says 12
+REWARD_RULES = {"number": contains_number, "word": contains_word, "tokens": at_most_tokens}
+
+
+def _reward_rule(text: str):
+    """The rule ``--reward`` names, KIND:VALUE; the rule's own sentence when VALUE does not fit it."""
+    kind, colon, value = text.partition(":")
+    if not colon or kind not in REWARD_RULES:
+        raise BadInput("The reward is number:N (the answer contains the number N), word:W (it contains the word W) "
+                       f"or tokens:N (it is at most N tokens long), for example number:12; got {text!r}.")
+    return REWARD_RULES[kind](value)
+
+
+def _epsilon_high(args) -> float:
+    return args.epsilon if args.epsilon_high is None else args.epsilon_high
+
+
+def _check_grpo(args):
+    """The options, checked before the model is loaded, with the library's own sentences; returns the reward rule."""
+    check_sampling(args.group, args.seed, args.temperature, args.max_new_tokens)
+    check_learning_rate(args.lr)
+    check_clip(args.epsilon, _epsilon_high(args), args.level, args.beta)
+    return _reward_rule(args.reward)
+
+
+def _grpo_results(loaded, args, rule) -> tuple:
+    """(the group, its rewards, its advantages by scaling, the step on those of ``--scale``)."""
+    def compute():
+        group = sample_group(loaded, args.prompt, args.group, args.seed, args.temperature, args.max_new_tokens)
+        scores = rewards(group, rule)
+        scaled = {how: advantages(scores, how) for how in SCALINGS}
+        step = grpo_step(loaded, group, scaled[args.scale].advantages, args.lr, args.loss_type, args.level,
+                         args.epsilon, _epsilon_high(args), args.beta)
+        return group, scores, scaled, step
+    return explaining_out_of_memory(loaded, compute, lambda: f"The {loaded.device} ran out of memory for this group.")
+
+
+def _reward(value: float) -> str:
+    return fmt(value, 0) if value.is_integer() else fmt(value)
+
+
+def _grpo_table(rule, group, scores, scaled, step, scale: str) -> list[str]:
+    n, used = group.size, scaled[scale]
+    lines = [f"model: {group.model}   device: {group.device}   prompt: {group.prompt!r} "
+             f"({len(group.prompt_ids)} tokens with the chat template)",
+             f"G = {n} answers drawn at temperature {group.temperature:g} with seed {group.seed}, each up to "
+             f"{group.max_new_tokens} new tokens, in {group.seconds:.1f} s",
+             f"reward rule {rule.name}: {rule.description}",
+             f"{'answer':>6}  {'tokens':>6}  {'end':<8}  {'reward':>6}  text"]
+    lines += [f"{i + 1:>6}  {len(a.ids):>6}  {'finished' if a.finished else 'cut':<8}  {_reward(r):>6}  {a.text!r}"
+              for i, (a, r) in enumerate(zip(group.answers, scores))]
+    squares = math.fsum(used.squares)
+    population, sample = scaled[POPULATION_STD], scaled[SAMPLE_STD]
+    lines += [f"tokens: what the loss counts, the stopping token included; finished: it drew a stopping token; "
+              f"cut: it reached the {group.max_new_tokens}-token limit",
+              "",
+              f"advantages: mean = ({' + '.join(_reward(r) for r in scores)}) / {n} = {fmt(used.mean)}; "
+              f"Σ (R − mean)² = {fmt(squares)}",
+              f"  population std = √({fmt(squares)} / {population.divisor}) = {fmt(population.std)}; "
+              f"sample std = √({fmt(squares)} / {sample.divisor}) = {fmt(sample.std)}",
+              "  mean: A = R − mean; population std, sample std: A = (R − mean) / std",
+              f"{'answer':>6}  {'reward':>6}  {'R − mean':>9}  {'mean':>9}  {'population std':>14}  "
+              f"{'sample std':>10}"]
+    lines += [f"{i + 1:>6}  {_reward(r):>6}  {fmt_signed(d):>9}  {fmt_signed(scaled[MEAN].advantages[i]):>9}  "
+              f"{fmt_signed(population.advantages[i]):>14}  {fmt_signed(sample.advantages[i]):>10}"
+              for i, (r, d) in enumerate(zip(scores, used.deviations))]
+    lines.append(f"the step uses the advantages scaled by: {scale}")
+    if used.teaches_nothing:
+        lines.append(f"every answer has the reward {_reward(scores[0])}: every R − mean is 0, so every advantage is 0 "
+                     "and so is the gradient of the clipped terms. This group teaches nothing; try another seed, a "
+                     "larger group, a higher temperature or another rule.")
+    before, after = step.before, step.after
+    lines += ["", "the loss before the step (π_θ = π_old = π_ref: every ratio 1, nothing clipped, KL 0), by loss type:"]
+    lines += [f"  {kind:<8} {fmt(before.losses[kind].loss):>9}" + ("   (the step's)" if kind == step.loss_type else "")
+              for kind in LOSS_TYPES]
+    epsilons = (f"ε = {step.epsilon_low:g}" if step.epsilon_low == step.epsilon_high
+                else f"ε_low = {step.epsilon_low:g}, ε_high = {step.epsilon_high:g}")
+    lines += ["",
+              f"one step of SGD at lr = {step.lr:g} on every weight ({step.weights:,} weights) down the "
+              f"{step.loss_type} loss, ratios per {step.level}, {epsilons}, β = {step.beta:g}: "
+              f"‖g‖ = {fmt(step.grad_norm)}, {step.seconds:.1f} s",
+              f"after the step: {after.clipped_count} of {after.token_count} tokens clipped (clip fraction "
+              f"{fmt(after.clip_fraction)}), mean KL to the reference {fmt(after.mean_kl)}, {step.loss_type} loss "
+              f"{fmt(before.losses[step.loss_type].loss)} → {fmt(after.losses[step.loss_type].loss)}",
+              f"each answer's Σ log π over its tokens (log p of drawing it again at temperature "
+              f"{group.temperature:g}), before and after the step:",
+              f"{'answer':>6}  {'A':>9}  {'Σ log π before':>14}  {'after':>10}  {'change':>9}"]
+    lines += [f"{i + 1:>6}  {fmt_signed(a):>9}  {fmt(old):>14}  {fmt(new):>10}  {fmt_signed(new - old):>9}"
+              for i, (a, old, new) in enumerate(zip(step.advantages, step.answer_logps_before,
+                                                    step.answer_logps_after))]
+    return lines
+
+
+def _grpo_output(rule, group, scores, scaled, step, args) -> str:
+    if args.json:
+        data = {"group": group.to_dict(), "reward_rule": {"name": rule.name, "description": rule.description},
+                "rewards": scores, "advantages": {how: a.to_dict() for how, a in scaled.items()},
+                "scale": args.scale, "step": step.to_dict()}
+        return json.dumps(_finite(data), ensure_ascii=False, indent=2)
+    return "\n".join(_grpo_table(rule, group, scores, scaled, step, args.scale))
+
+
 # what load_causal_lm uses when --dtype is not given: lmviz.models.settings.default_dtype(), read when the parser
 # is built, so that the help says what this run would use
 _DTYPE_HELP = "default: float32, or bfloat16 when $LMVIZ_LOW_MEMORY is set (here: {})"
@@ -379,13 +514,40 @@ def _parser() -> argparse.ArgumentParser:
     step.add_argument("--steps", type=int, default=1, help=f"how many SGD steps, 1 to {MAX_STEPS} (default: 1)")
     step.add_argument("--other", default=None, metavar="TEXT",
                       help="another text, scored before and after the SGD steps, never learnt")
-    for command in (clm, nxt, sft, step):
+    grpo = commands.add_parser("grpo", help="a group of sampled answers, their rewards and advantages, the GRPO loss "
+                               "four ways and one step on it, on a copy of the weights")
+    grpo.add_argument("prompt")
+    grpo.add_argument("--group", type=int, default=8, metavar="G",
+                      help=f"how many answers to sample, {MIN_GROUP} to {MAX_GROUP} (default: 8)")
+    grpo.add_argument("--seed", type=int, default=0,
+                      help="the seed of the draws: the same seed, the same group (default: 0)")
+    grpo.add_argument("--temperature", type=float, default=1.0,
+                      help="sample from softmax(logits / T), 0.1 to 2 (default: 1)")
+    grpo.add_argument("--max-new-tokens", type=int, default=12, metavar="N",
+                      help=f"each answer's token limit, 1 to {MAX_NEW_TOKENS} (default: 12)")
+    grpo.add_argument("--reward", default=DEFAULT_REWARD, metavar="RULE",
+                      help=f"number:N, word:W or tokens:N (at most N tokens) (default: {DEFAULT_REWARD})")
+    grpo.add_argument("--scale", default=SAMPLE_STD, choices=SCALINGS,
+                      help=f"the advantages the step uses: R − mean divided by this std, or not (mean) "
+                           f"(default: {SAMPLE_STD})")
+    grpo.add_argument("--lr", type=float, default=1e-3,
+                      help=f"the learning rate, above 0 and at most {MAX_LEARNING_RATE:g} (default: 0.001)")
+    grpo.add_argument("--loss-type", default=GRPO, choices=LOSS_TYPES, help=f"TRL's loss_type (default: {GRPO})")
+    grpo.add_argument("--level", default=TOKEN, choices=(TOKEN, SEQUENCE),
+                      help=f"one ratio per token, or one per answer (GSPO) (default: {TOKEN})")
+    grpo.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
+                      help=f"the clip: the ratio is kept within 1 − ε and 1 + ε (default: {DEFAULT_EPSILON:g})")
+    grpo.add_argument("--epsilon-high", type=float, default=None, metavar="E",
+                      help="the clip's upper ε, as DAPO's clip-higher (default: --epsilon)")
+    grpo.add_argument("--beta", type=float, default=DEFAULT_BETA,
+                      help=f"the KL term's weight β (default: {DEFAULT_BETA:g})")
+    for command in (clm, nxt, sft, step, grpo):
         if command is not clm:
             command.add_argument("--model", default=DEFAULT_MODEL,
                                  help=f"hub id or local folder (default: the bundled {DEFAULT_MODEL})")
             command.add_argument("--dtype", default=None, choices=list(DTYPES),
                                  help=_DTYPE_HELP.format(default_dtype()))
-    for command in (clm, mlm, nsp, nxt, sft, step):
+    for command in (clm, mlm, nsp, nxt, sft, step, grpo):
         command.add_argument("--json", action="store_true", help="print JSON instead of a table")
         command.add_argument("--device", default="auto", help="auto (GPU when present), cpu, cuda, mps")
     prepare = commands.add_parser("prepare", help="before class, while online: download and check the models")
@@ -396,10 +558,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args):
-    if args.command in ("next", "sft", "step"):
+    if args.command in ("next", "sft", "step", "grpo"):
         if args.command == "step":
             _check_step(args)
+        rule = _check_grpo(args) if args.command == "grpo" else None
         loaded = load_causal_lm(args.model, device=args.device, dtype=args.dtype, progress=_progress)
+        if args.command == "grpo":
+            return _grpo_output(rule, *_grpo_results(loaded, args, rule), args)
         if args.command == "step":
             return _step_output(*_step_results(loaded, args), args.optimizer, args.json)
         if args.command == "next":
@@ -433,7 +598,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except NotEnoughMemory as problem:
         on_gpu = problem.device.startswith("cuda")
-        print(f"lmviz: {problem} Try a shorter text{', or --device cpu' if on_gpu else ''}.", file=sys.stderr)
+        smaller = "a smaller --group or a lower --max-new-tokens" if args.command == "grpo" else "a shorter text"
+        print(f"lmviz: {problem} Try {smaller}{', or --device cpu' if on_gpu else ''}.", file=sys.stderr)
         return 2
     return 0
 

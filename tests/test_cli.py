@@ -1,10 +1,11 @@
-"""python -m lmviz clm, next, sft and step: the same numbers as the pages, as a table or JSON."""
+"""python -m lmviz clm, next, sft, step and grpo: the same numbers as the pages, as a table or JSON."""
 
 import json
 import math
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from lmviz.__main__ import main
-from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_prob
+from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_prob, fmt_signed
 from lmviz.core.text import readable_token
 from lmviz.lessons.causal_lm import analyse_clm
-from lmviz.lessons.chat_loss import analyse_sft
+from lmviz.lessons.chat_loss import NoChatTemplate, analyse_sft
 from lmviz.lessons.gradient_step import (
     adamw_first_step,
     check_learning_rate,
@@ -23,6 +24,21 @@ from lmviz.lessons.gradient_step import (
     logit_gradient,
     output_matrix,
     sgd_steps,
+)
+from lmviz.lessons.grpo import (
+    LOSS_TYPES,
+    POPULATION_STD,
+    SAMPLE_STD,
+    SCALINGS,
+    advantages,
+    at_most_tokens,
+    contains_number,
+    contains_word,
+    group_loss,
+    grpo_step,
+    prompt_ids,
+    rewards,
+    sample_group,
 )
 from lmviz.lessons.next_token import BadInput, distribution, if_true_next, next_token_logits, sample_token
 from lmviz.models.loading import TINY_GPT, load_causal_lm
@@ -173,7 +189,7 @@ def test_the_dtype_help_states_the_real_default(monkeypatch, capsys):
     for low_memory, default in (("", "float32"), ("1", "bfloat16")):
         monkeypatch.setenv("LMVIZ_LOW_MEMORY", low_memory)
         assert default_dtype() == default  # what load_causal_lm uses when --dtype is not given
-        for command in ("clm", "next", "sft", "step"):
+        for command in ("clm", "next", "sft", "step", "grpo"):
             with pytest.raises(SystemExit):
                 _parser().parse_args([command, "--help"])
             helped = " ".join(capsys.readouterr().out.split())
@@ -328,3 +344,153 @@ def test_the_docs_step_example_is_what_the_command_prints(capsys):
     assert main(shlex.split(command)[3:]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[-len(shown):] == shown
+
+
+# --- grpo: a group of answers, their advantages, and one step on the GRPO loss ---------------------------
+
+ARITHMETIC = "What is 7 + 5? Reply with just the number."
+# 3 answers of 4 tokens: on the bundled model, seed 0, the first of them ('The most simple answer') says "answer"
+SMALL = ["--group", "3", "--max-new-tokens", "4", "--reward", "word:answer"]
+# every option away from its default, so that each is seen to reach the library
+OPTIONS = {"--scale": "population std", "--lr": "0.002", "--loss-type": "dapo", "--level": "sequence",
+           "--epsilon": "0.1", "--epsilon-high": "0.28", "--beta": "0.1"}
+
+
+@pytest.fixture(scope="module")
+def small_group(bundled):
+    """The library's own group, rewards and advantages for SMALL."""
+    group = sample_group(bundled, ARITHMETIC, 3, seed=0, temperature=1.0, max_new_tokens=4)
+    scores = rewards(group, contains_word("answer"))
+    assert len(set(scores)) == 2, scores  # some right, some wrong: a group that teaches something
+    return group, scores, {how: advantages(scores, how) for how in SCALINGS}
+
+
+def grpo_out(capsys, *args) -> str:
+    assert main(["grpo", ARITHMETIC, *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_grpo_json_equals_the_library_with_every_option_set(bundled, small_group, capsys):
+    group, scores, scaled = small_group
+    data = json.loads(grpo_out(capsys, *SMALL, "--json", *(word for pair in OPTIONS.items() for word in pair)))
+    step = grpo_step(bundled, group, scaled[POPULATION_STD].advantages, lr=0.002, loss_type="dapo", level="sequence",
+                     epsilon_low=0.1, epsilon_high=0.28, beta=0.1)
+    assert set(data) == {"group", "reward_rule", "rewards", "advantages", "scale", "step"}
+    assert {k: v for k, v in data["group"].items() if k not in TIMINGS} == as_printed(group)
+    assert data["reward_rule"] == {"name": "contains_word('answer')",
+                                   "description": "1 if the answer contains the word 'answer', else 0"}
+    assert data["rewards"] == scores and data["scale"] == "population std"
+    assert data["advantages"] == {how: as_printed(a) for how, a in scaled.items()}
+    assert {k: v for k, v in data["step"].items() if k not in TIMINGS} == as_printed(step)
+    assert (data["step"]["lr"], data["step"]["loss_type"], data["step"]["level"], data["step"]["epsilon_low"],
+            data["step"]["epsilon_high"], data["step"]["beta"]) == (0.002, "dapo", "sequence", 0.1, 0.28, 0.1)
+    # π_old scored afresh is what the answers were drawn with
+    for logps, answer in zip(data["step"]["answer_logps_before"], data["group"]["answers"]):
+        assert logps == pytest.approx(math.fsum(answer["logp_old"]), abs=1e-3)
+
+
+def test_grpo_table_shows_the_group_the_advantages_and_the_step(bundled, small_group, capsys):
+    group, scores, scaled = small_group
+    out = grpo_out(capsys, *SMALL)
+    step = grpo_step(bundled, group, scaled[SAMPLE_STD].advantages)  # the defaults: sample std, grpo, 0.001, ...
+    lines = out.splitlines()
+    fields = [line.split() for line in lines]
+    assert lines[0].startswith(f"model: SmolLM2-135M-Instruct   device: cpu   prompt: {ARITHMETIC!r} "
+                               f"({len(group.prompt_ids)} tokens with the chat template)")
+    assert "reward rule contains_word('answer'): 1 if the answer contains the word 'answer', else 0" in lines
+    for i, (answer, reward) in enumerate(zip(group.answers, scores)):
+        row = next(line for line in lines if line.endswith(f"  {answer.text!r}"))
+        assert row.split()[:4] == [str(i + 1), str(len(answer.ids)), "finished" if answer.finished else "cut",
+                                   f"{reward:.0f}"]
+    # the arithmetic, against Python's statistics module
+    mean, squares = statistics.fmean(scores), math.fsum((r - statistics.fmean(scores)) ** 2 for r in scores)
+    population, sample = statistics.pstdev(scores), statistics.stdev(scores)
+    assert f"advantages: mean = (1 + 0 + 0) / 3 = {fmt(mean)}; Σ (R − mean)² = {fmt(squares)}" in lines
+    assert (f"  population std = √({fmt(squares)} / 3) = {fmt(population)}; sample std = √({fmt(squares)} / 2) = "
+            f"{fmt(sample)}") in lines
+    for i, r in enumerate(scores):
+        want = [str(i + 1), f"{r:.0f}", *(fmt_signed(x) for x in (r - mean, r - mean, (r - mean) / population,
+                                                                  (r - mean) / sample))]
+        assert want in fields, i
+    assert "the step uses the advantages scaled by: sample std" in lines and "teaches nothing" not in out
+    for kind in LOSS_TYPES:  # the loss before the step, each way
+        assert [kind, fmt(step.before.losses[kind].loss)] + (["(the", "step's)"] if kind == "grpo" else []) in fields
+    after = step.after
+    assert (f"after the step: {after.clipped_count} of {after.token_count} tokens clipped (clip fraction "
+            f"{fmt(after.clip_fraction)}), mean KL to the reference {fmt(after.mean_kl)}, grpo loss "
+            f"{fmt(step.before.losses['grpo'].loss)} → {fmt(after.losses['grpo'].loss)}") in lines
+    assert after.clipped_count > 0 and after.mean_kl > 0  # the step moved the ratios
+    for i, (a, old, new) in enumerate(zip(step.advantages, step.answer_logps_before, step.answer_logps_after)):
+        assert [str(i + 1), fmt_signed(a), fmt(old), fmt(new), fmt_signed(new - old)] in fields, i
+    assert any(f"‖g‖ = {fmt(step.grad_norm)}, " in line for line in lines)
+    # docs/reference/cli.md shows this command's group and advantages: those lines, as it prints them
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "cli.md").read_text()
+    section = docs[docs.index("## grpo:"):docs.index("## prepare:")]
+    assert f'python -m lmviz grpo "{ARITHMETIC}" {shlex.join(SMALL)}\n' in section
+    shown = re.search(r"```text\n(.*?)```", section, re.S).group(1).splitlines()
+    start = lines.index(shown[0])
+    assert lines[start:start + len(shown)] == shown
+
+
+def test_grpo_warns_when_every_reward_is_equal(bundled, capsys):
+    group = sample_group(bundled, ARITHMETIC, 2, seed=0, temperature=1.0, max_new_tokens=2)
+    scores = rewards(group, contains_number(12))  # two tokens are too few to reach "12"
+    assert advantages(scores).teaches_nothing and scores == [0.0, 0.0]
+    lines = grpo_out(capsys, "--group", "2", "--max-new-tokens", "2").splitlines()  # the default rule: number:12
+    assert "reward rule contains_number(12): 1 if the answer contains the number 12, else 0" in lines
+    assert ("every answer has the reward 0: every R − mean is 0, so every advantage is 0 and so is the gradient of "
+            "the clipped terms. This group teaches nothing; try another seed, a larger group, a higher temperature "
+            "or another rule.") in lines
+
+
+def test_grpo_with_a_model_without_a_chat_template_says_so(tiny_gpt, capsys):
+    with pytest.raises(NoChatTemplate) as problem:
+        prompt_ids(tiny_gpt.tokenizer, ARITHMETIC)
+    assert main(["grpo", ARITHMETIC, "--model", TINY_GPT]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err and err.count("lmviz: ") == 1
+    assert err.strip().splitlines()[-1] == f"lmviz: {problem.value}"
+
+
+@pytest.mark.parametrize("args, check", [
+    (["--group", "1"], lambda loaded: sample_group(loaded, ARITHMETIC, size=1)),
+    (["--group", "17"], lambda loaded: sample_group(loaded, ARITHMETIC, size=17)),
+    (["--temperature", "0"], lambda loaded: sample_group(loaded, ARITHMETIC, temperature=0.0)),
+    (["--max-new-tokens", "65"], lambda loaded: sample_group(loaded, ARITHMETIC, max_new_tokens=65)),
+    (["--seed", "-1"], lambda loaded: sample_group(loaded, ARITHMETIC, seed=-1)),
+    (["--lr", "0"], lambda loaded: check_learning_rate(0.0)),
+    (["--epsilon", "1"], lambda loaded: group_loss([[0.0]], [[0.0]], [0.0], epsilon_low=1.0)),
+    (["--epsilon-high", "-0.1"], lambda loaded: group_loss([[0.0]], [[0.0]], [0.0], epsilon_high=-0.1)),
+    (["--beta", "-1"], lambda loaded: group_loss([[0.0]], [[0.0]], [0.0], beta=-1.0)),
+    (["--reward", "number:twelve"], lambda loaded: contains_number("twelve")),
+    (["--reward", "word:two words"], lambda loaded: contains_word("two words")),
+    (["--reward", "tokens:0"], lambda loaded: at_most_tokens("0")),
+])
+def test_a_bad_grpo_option_gives_the_librarys_sentence_before_the_model_loads(bundled, args, check, monkeypatch,
+                                                                              capsys):
+    with pytest.raises(BadInput) as problem:
+        check(bundled)
+    monkeypatch.setattr("lmviz.__main__.load_causal_lm", lambda *a, **k: pytest.fail("the model was loaded"))
+    assert main(["grpo", ARITHMETIC, *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"lmviz: {problem.value}\n"
+    assert str(problem.value).count(". ") == 0 and str(problem.value).endswith(".")  # one sentence
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--reward", "nonsense"], "The reward is number:N (the answer contains the number N), word:W (it contains the "
+                               "word W) or tokens:N (it is at most N tokens long), for example number:12; got "
+                               "'nonsense'."),
+    (["--reward", "length:5"], "got 'length:5'."),
+    (["--loss-type", "ppo"], "invalid choice: 'ppo'"),
+    (["--group", "eight"], "invalid int value: 'eight'"),
+])
+def test_a_grpo_option_it_cannot_read_is_one_sentence(args, message, monkeypatch, capsys):
+    monkeypatch.setattr("lmviz.__main__.load_causal_lm", lambda *a, **k: pytest.fail("the model was loaded"))
+    try:
+        code = main(["grpo", ARITHMETIC, *args])
+    except SystemExit as exit_:  # argparse rejects the option itself
+        code = exit_.code
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and message in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith(("lmviz: ", "python -m lmviz grpo: error: "))

@@ -139,7 +139,7 @@ def advantages(rewards, how: str = SAMPLE_STD, eps: float = 0.0) -> Advantages:
 
 # --- the clipped surrogate, per token ----------------------------------------------------------------------
 
-def _check_clip(epsilon_low: float, epsilon_high: float, level: str, beta: float) -> None:
+def check_clip(epsilon_low: float, epsilon_high: float, level: str, beta: float) -> None:
     for name, value in (("epsilon", epsilon_low), ("epsilon_high", epsilon_high)):
         if not _is_number(value) or not 0 <= value < 1:
             raise BadInput(f"The clip range's {name} must be a number from 0 to below 1 (for example 0.2); "
@@ -167,7 +167,7 @@ def clip_terms(logp_new: torch.Tensor, logp_old: torch.Tensor, advantages: torch
     (zeros without logp_ref); loss = −min(unclipped, clipped) + β·kl. Padding positions are 0 everywhere.
     Differentiable with respect to logp_new."""
     epsilon_high = epsilon_low if epsilon_high is None else epsilon_high
-    _check_clip(epsilon_low, epsilon_high, level, beta)
+    check_clip(epsilon_low, epsilon_high, level, beta)
     mask = mask.to(logp_new.dtype)
     log_ratio = (logp_new - logp_old) * mask
     if level == SEQUENCE:  # TRL: (log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1)
@@ -401,7 +401,7 @@ def _check_whole(value, name: str, low: int, high: int) -> int:
     return value
 
 
-def _check_sampling(size: int, seed: int, temperature: float, max_new_tokens: int) -> None:
+def check_sampling(size: int, seed: int, temperature: float, max_new_tokens: int) -> None:
     _check_whole(size, "group size G", MIN_GROUP, MAX_GROUP)
     _check_whole(max_new_tokens, "token limit", 1, MAX_NEW_TOKENS)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
@@ -477,7 +477,7 @@ def sample_group(loaded, prompt: str, size: int = 8, seed: int = 0, temperature:
     random state, which any thread may reseed or advance mid-group, so a class would not all see one group.)
     Each answer keeps the log-probability its tokens were drawn with: log π_old, the policy that sampled.
     Raises BadInput, NothingToScore, NoChatTemplate, ChatTemplateError."""
-    _check_sampling(size, seed, temperature, max_new_tokens)
+    check_sampling(size, seed, temperature, max_new_tokens)
     ids = prompt_ids(loaded.tokenizer, prompt)
     limit = length_limit(loaded.model)[0]
     if len(ids) + max_new_tokens > limit:
@@ -628,7 +628,7 @@ def grpo_step(loaded, group: Group, advantages: list[float], lr: float = 1e-3, l
     group scored again after it (see GrpoStep). Raises BadInput."""
     lr = check_learning_rate(lr)
     epsilon_high = epsilon_low if epsilon_high is None else epsilon_high
-    _check_clip(epsilon_low, epsilon_high, level, beta)
+    check_clip(epsilon_low, epsilon_high, level, beta)
     if loss_type not in LOSS_TYPES:
         raise BadInput(f"The loss type must be one of: {', '.join(LOSS_TYPES)}; got {loss_type!r}.")
     if len(advantages) != len(group.answers) or not all(_is_number(a) for a in advantages):
