@@ -23,3 +23,8 @@ class NotEnoughMemory(LearnerError, RuntimeError):
     def __init__(self, message: str, device: str):
         super().__init__(message)
         self.device = device
+
+
+class ScorerUnavailable(LearnerError, RuntimeError):
+    """The shared scorer (LMVIZ_SCORER_URL) did not answer, or not in time; the message says so and what was done
+    instead."""

@@ -1,18 +1,21 @@
 """The models and the limits every session shares: one copy of each model per process (Streamlit's
-resource cache), its Batcher, and the process's FairShare (applied by lmviz.serving.scorer.CausalScorer)."""
+resource cache), its Batcher (or, with LMVIZ_SCORER_URL set, the shared scorer's client), and the process's
+FairShare (applied by lmviz.serving.scorer.CausalScorer)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from lmviz.app.problems import show_problem
 from lmviz.models.loading import (
     bert_candidates,
     load_bert,
     load_causal_lm,
 )
-from lmviz.models.settings import chars_per_minute
+from lmviz.models.settings import chars_per_minute, scorer_url
 from lmviz.serving.batcher import Batcher
 from lmviz.serving.fair_share import PROCESS_CHARS_IN_FLIGHT, FairShare
+from lmviz.serving.remote import RemoteBatcher
 
 
 @st.cache_data(ttl=600, show_spinner=False)
@@ -34,8 +37,12 @@ def get_model(name: str, device: str, dtype: str, token: str | None):
 # on_release: a batcher dropped from the cache ends its thread, which would otherwise keep the model alive
 @st.cache_resource(show_spinner=False, max_entries=3, on_release=lambda batcher: batcher.close())
 def get_batcher(name: str, device: str, dtype: str, token: str | None):
-    """Gathers the requests of all sessions that arrive together into one forward pass."""
-    return Batcher(get_model(name, device, dtype, token))
+    """Gathers the requests of all sessions that arrive together into one forward pass: this process's, or, with
+    LMVIZ_SCORER_URL set, the shared scorer's, which gathers every replica's (lmviz.serving.remote.RemoteBatcher: the
+    model is still loaded here, for the other forward passes and for when the scorer does not answer)."""
+    local = Batcher(get_model(name, device, dtype, token))
+    url = scorer_url()
+    return local if url is None else RemoteBatcher(url, local, told=show_problem)
 
 
 @st.cache_resource(show_spinner=False)

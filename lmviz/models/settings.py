@@ -1,7 +1,8 @@
 """What a deployment decides with environment variables: which models it offers
 (LMVIZ_ALLOWED_MODELS), whether it saves memory (LMVIZ_LOW_MEMORY) and how big a model it downloads
 from the hub (LMVIZ_MAX_MODEL_GB) and how much text one visitor sends to a model a minute
-(LMVIZ_CHARS_PER_MINUTE). With none set, lmviz is a classroom or laptop app: any model, full
+(LMVIZ_CHARS_PER_MINUTE), and whether a shared scorer serves the causal-LM scoring of every replica
+(LMVIZ_SCORER_URL). With none set, lmviz is a classroom or laptop app: any model, full
 float32 precision, but never a download over DEFAULT_MAX_MODEL_GB (safe by default on a public server too)."""
 
 from __future__ import annotations
@@ -75,6 +76,15 @@ def check_allowed(name: str) -> str:
     if allowed is not None and name not in allowed:
         raise ModelLoadError(f"This deployment only offers these models: {', '.join(allowed)}.")
     return name
+
+
+SCORER_URL_VARIABLE = "LMVIZ_SCORER_URL"
+
+
+def scorer_url() -> str | None:
+    """Where the shared scorer (lmviz.serving.ray_scorer) answers, from $LMVIZ_SCORER_URL, e.g.
+    http://127.0.0.1:8000/; None when it is not set: this process scores every text with its own copy of the model."""
+    return os.environ.get(SCORER_URL_VARIABLE, "").strip() or None
 
 
 LOCAL_PATHS_VARIABLE = "LMVIZ_ALLOW_LOCAL_PATHS"

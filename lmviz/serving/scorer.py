@@ -52,7 +52,8 @@ class CausalScorer:
 
     def run(self, compute: Callable[[LoadedModel], T], *texts: str | None) -> T:
         """``compute(loaded)``, with the visitor's ``texts`` (None and "" left out) admitted first; a failed
-        allocation raises NotEnoughMemory."""
+        allocation raises NotEnoughMemory. With LMVIZ_SCORER_URL set only ``analyse`` goes to the shared scorer:
+        ``run`` always computes on this process's own copy of the model."""
         with self.share.admit(self.session, [text for text in texts if text]):
             return explaining_out_of_memory(self.loaded, lambda: compute(self.loaded),
                                             lambda: f"The {self.loaded.device} ran out of memory for this text.")
