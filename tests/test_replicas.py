@@ -1,0 +1,52 @@
+"""scripts/replicas.py's HAProxy configuration: valid for HAProxy itself, affinity on or off, and the compose
+file's copy still the one the template gives."""
+
+import subprocess
+
+import pytest
+import yaml
+
+from scripts.replicas import COOKIE, ROOT, haproxy_path, render_config
+
+LOOPBACK = {"r1": "127.0.0.1:8601", "r2": "127.0.0.1:8602"}
+
+
+def backend_lines(config: str) -> list[str]:
+    lines = config.split("backend replicas\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+def test_affinity_is_a_cookie_naming_each_replica():
+    lines = backend_lines(render_config("127.0.0.1:8600", LOOPBACK, "127.0.0.1:8604"))
+    assert f"cookie {COOKIE} insert indirect nocache httponly" in lines
+    assert [line for line in lines if line.startswith("server ")] == [
+        "server r1 127.0.0.1:8601 cookie r1", "server r2 127.0.0.1:8602 cookie r2"]
+    assert "http-check send meth GET uri /_stcore/health" in lines and "http-check expect status 200" in lines
+
+
+def test_without_affinity_no_cookie_is_set_or_read():
+    lines = backend_lines(render_config("127.0.0.1:8600", LOOPBACK, "127.0.0.1:8604", affinity=False))
+    assert not [line for line in lines if "cookie" in line]
+    assert "balance roundrobin" in lines
+
+
+@pytest.mark.parametrize("affinity", [True, False])
+def test_haproxy_accepts_the_configuration(tmp_path, affinity):
+    if haproxy_path() is None:
+        pytest.skip("haproxy is not installed (apt-get install haproxy)")
+    path = tmp_path / "haproxy.cfg"
+    path.write_text(render_config("127.0.0.1:8600", LOOPBACK, "127.0.0.1:8604", affinity))
+    checked = subprocess.run([haproxy_path(), "-c", "-f", str(path)], capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "WARNING" not in checked.stdout + checked.stderr
+
+
+def test_the_compose_files_configuration_is_the_templates():
+    """deploy/compose/haproxy.cfg is written by the command its compose file names; re-written, it is unchanged."""
+    compose = yaml.safe_load((ROOT / "deploy" / "compose" / "docker-compose.yml").read_text())
+    assert sorted(compose["services"]) == ["app1", "app2", "haproxy"]
+    assert compose["services"]["app1"]["build"]["context"] == "../.."
+    assert "./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" in compose["services"]["haproxy"]["volumes"]
+    assert set(compose["services"]["haproxy"]["depends_on"]) == {"app1", "app2"}
+    expected = render_config(":8080", {"r1": "app1:8501", "r2": "app2:8501"}, ":8404", resolver="127.0.0.11:53")
+    assert (ROOT / "deploy" / "compose" / "haproxy.cfg").read_text() == expected
