@@ -3,6 +3,7 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.choosers import default_scorer, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
@@ -103,8 +104,8 @@ intro(
     "Then the batch's loss is a mean, and *which* mean matters."
 )
 panel = result_panel()
-text = st.text_area(f"Sentences, one per line (at most {MAX_BATCH_SENTENCES})", value=DEFAULT_SENTENCES,
-                    max_chars=MAX_CHARS, key="batch_text")
+text = url_state.linked(url_state.text("batch_text", DEFAULT_SENTENCES, MAX_CHARS), st.text_area,
+                        f"Sentences, one per line (at most {MAX_BATCH_SENTENCES})", max_chars=MAX_CHARS)
 
 scorer = default_scorer()  # the model every page shares
 tokenizer = scorer.loaded.tokenizer
@@ -160,7 +161,8 @@ for i, j in reorderings(sentences):
 st.caption("These numbers come from the padded batch below and equal each sentence scored alone.")
 
 st.subheader("2. The padded batch")
-shown = st.radio("Show", list(GRIDS), horizontal=True, key="batch_grid")
+shown = url_state.linked(url_state.choice("batch_grid", list(GRIDS)[0], list(GRIDS)), st.radio, "Show", list(GRIDS),
+                         horizontal=True)
 values, caption = GRIDS[shown]
 for tab, side in zip(st.tabs(["Right padding", "Left padding"]), SIDES):
     with tab:
@@ -190,8 +192,8 @@ st.caption("With left padding the last pad 'predicts' each padded sentence's fir
            "attention mask) and left padding gives the right-padding numbers.")
 
 st.subheader("4. Gradient accumulation: the same batch in micro-batches")
-micro = st.number_input("Sentences per micro-batch", min_value=1, max_value=MAX_BATCH_SENTENCES, value=1,
-                        key="micro_batch_size")
+micro = url_state.linked(url_state.number("micro_batch_size", 1, 1, MAX_BATCH_SENTENCES), st.number_input,
+                         "Sentences per micro-batch", min_value=1, max_value=MAX_BATCH_SENTENCES)
 try:
     scorer, accumulation = scored_with_cpu_fallback(
         scorer, lambda s: accumulate(s, s.cache_key, text, sequences, pad_id, min(int(micro), len(sequences))))

@@ -1,6 +1,7 @@
 import pandas as pd
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.choosers import choose_bert
 from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
@@ -13,6 +14,8 @@ from lmviz.core.text import escape_markdown
 from lmviz.course.questions.bert_loss import build_questions
 from lmviz.errors import NothingToScore
 from lmviz.lessons.bert import analyse_bert_loss, panel_note, tiny_bert_about, unknown_words
+
+MAX_CHARS = 500
 
 
 @st.cache_data(show_spinner=False)
@@ -35,16 +38,20 @@ def use_the_story() -> None:
     st.session_state.update(bert_a=first_story()[0], bert_b=first_story()[1])
 
 
-# set through the session state, not value=, so that a button can put the story back in the boxes
-st.session_state.setdefault("bert_a", first_story()[0])
-st.session_state.setdefault("bert_b", first_story()[1])
-sentence_a = st.text_input("Sentence A", key="bert_a", max_chars=500)
-sentence_b = st.text_input("Sentence B", key="bert_b", max_chars=500)
+# seeded in the session state (by url_state), not given as value=, so that a button can put the story back
+sentence_a = url_state.linked(url_state.text("bert_a", first_story()[0], MAX_CHARS), st.text_input, "Sentence A",
+                              max_chars=MAX_CHARS)
+sentence_b = url_state.linked(url_state.text("bert_b", first_story()[1], MAX_CHARS), st.text_input, "Sentence B",
+                              max_chars=MAX_CHARS)
 left, middle, right = st.columns(3)
-follows = left.radio("Does B follow A?", ["yes", "no"], horizontal=True, key="bert_follows") == "yes"
-mlm_weight = middle.slider("MLM weight", 0.0, 2.0, 1.0, 0.1, key="bert_mlm_weight")
-nsp_weight = right.slider("NSP weight", 0.0, 2.0, 1.0, 0.1, key="bert_nsp_weight")
-seed = st.number_input("Mask seed", min_value=0, max_value=10**9, value=0, key="bert_seed")
+follows = url_state.linked(url_state.choice("bert_follows", "yes", ["yes", "no"]), left.radio, "Does B follow A?",
+                           ["yes", "no"], horizontal=True) == "yes"
+mlm_weight = url_state.linked(url_state.number("bert_mlm_weight", 1.0, 0.0, 2.0, 0.1), middle.slider, "MLM weight",
+                              0.0, 2.0, step=0.1)
+nsp_weight = url_state.linked(url_state.number("bert_nsp_weight", 1.0, 0.0, 2.0, 0.1), right.slider, "NSP weight",
+                              0.0, 2.0, step=0.1)
+seed = url_state.linked(url_state.number("bert_seed", 0, 0, 10**9), st.number_input, "Mask seed", min_value=0,
+                        max_value=10**9)
 
 try:
     result = analyse_bert_loss(loaded, sentence_a, sentence_b, follows, int(seed), mlm_weight, nsp_weight)

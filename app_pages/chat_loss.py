@@ -4,6 +4,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback, stop_without_chat_template
 from lmviz.app.chrome import intro, terms_linked
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
@@ -44,7 +45,7 @@ from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 1000
 DEFAULTS = {"chat_user": DEFAULT_QUESTION, "chat_answer": DEFAULT_CHOSEN, "chat_other": DEFAULT_REJECTED,
-            "chat_system": "", "chat_labels": ANSWER}
+            "chat_system": ""}
 ROLE_WORDS = {"system": "system", "user": "user", "assistant": "answer", "template": "template"}
 # The three labellings, as the radio names them, and who uses each (read from TRL's SFTTrainer and SFTConfig:
 # completion_only_loss=None means "the completion only" for a prompt-completion dataset, every token otherwise)
@@ -67,6 +68,11 @@ def get_comparison(_scorer: CausalScorer, model_key: tuple, user: str, chosen: s
                    system: str | None):
     return _scorer.run(lambda loaded: compare_answers(loaded, user, chosen, rejected, system),
                        user, chosen, rejected, system)
+
+
+def linked_text(key: str, widget, label: str) -> str:
+    """A message box, kept in the link."""
+    return url_state.linked(url_state.text(key, DEFAULTS[key], MAX_CHARS), widget, label, max_chars=MAX_CHARS)
 
 
 def counted_positions(labels: list[int]) -> set[int]:
@@ -104,11 +110,9 @@ scorer = choose_causal_lm()
 stop_without_chat_template(scorer, "it has no chat format to fine-tune")
 loaded, tokenizer = scorer.loaded, scorer.loaded.tokenizer
 panel = result_panel()
-for key, value in DEFAULTS.items():
-    st.session_state.setdefault(key, value)
-user = st.text_input("User message", key="chat_user", max_chars=MAX_CHARS)
-answer = st.text_input("Assistant's answer (the text fine-tuning teaches)", key="chat_answer", max_chars=MAX_CHARS)
-system = st.text_input("System message (optional)", key="chat_system", max_chars=MAX_CHARS) or None
+user = linked_text("chat_user", st.text_input, "User message")
+answer = linked_text("chat_answer", st.text_input, "Assistant's answer (the text fine-tuning teaches)")
+system = linked_text("chat_system", st.text_input, "System message (optional)") or None
 
 try:
     scorer, result = scored_with_cpu_fallback(scorer, lambda s: get_analysis(s, s.cache_key, user, answer, system))
@@ -122,9 +126,11 @@ chat = result.chat
 
 # TRL's split needs the prompt's tokens to be the start of the conversation's; where they are not, it is not offered
 offered = [which for which in LABELLINGS if chat.labels_for(which) is not None]
+labelling = url_state.choice("chat_labels", ANSWER, list(LABELLINGS))
+url_state.seed(labelling)  # before the check below, which needs the link's choice
 if st.session_state["chat_labels"] not in offered:
     st.session_state["chat_labels"] = ANSWER
-which = st.radio("Which labels count", offered, format_func=LABELLINGS.get, key="chat_labels")
+which = url_state.linked(labelling, st.radio, "Which labels count", offered, format_func=LABELLINGS.get)
 if chat.completion_labels is None:
     st.caption(escape_markdown(
         f"TRL's completion-only labels are not offered: the prompt's tokens, rendered by {loaded.name}'s chat "
@@ -158,7 +164,7 @@ if chat.markers_typed:
     st.info(escape_markdown(typed_sentence(chat, loaded.name)))
 
 st.subheader("2. Inputs and labels: -100 where a token does not count")
-only_counted = st.toggle("Only the positions that count", value=False, key="chat_only_counted")
+only_counted = url_state.linked(url_state.flag("chat_only_counted"), st.toggle, "Only the positions that count")
 rows = [(r, labels[r.position + 1]) for r in result.rows]  # row t is scored on token t + 1: its label is there
 rows = [(r, label) for r, label in rows if label != IGNORE_INDEX] if only_counted else rows
 st.dataframe(pd.DataFrame({
@@ -198,7 +204,7 @@ if chat.completion_labels is not None:
 st.markdown(escape_markdown(generation_block_sentence(chat, loaded.name)))
 
 st.subheader("4. Two answers to the same question")
-other = st.text_input("Another answer, to compare", key="chat_other", max_chars=MAX_CHARS)
+other = linked_text("chat_other", st.text_input, "Another answer, to compare")
 try:
     scorer, compared = scored_with_cpu_fallback(
         scorer, lambda s: get_comparison(s, s.cache_key, user, answer, other, system))
@@ -249,8 +255,8 @@ if with_trl:  # TRL's sums run over the completion labels' tokens (section 4's l
 st.markdown(escape_markdown(
     "On this page each log π is a Σ log p of section 4's table, over the answer and its end-of-turn token, with the "
     f"first answer as the chosen one.{trl_sums}"))
-raised = st.slider("Suppose training has raised log π of the first answer by (nats)", -5.0, 5.0, 0.0, 0.5,
-                   key="chat_dpo_raise")
+raised = url_state.linked(url_state.number("chat_dpo_raise", 0.0, -5.0, 5.0, 0.5), st.slider,
+                          "Suppose training has raised log π of the first answer by (nats)", -5.0, 5.0, step=0.5)
 dpo = dpo_loss(compared.chosen.sum_logp + raised, compared.rejected.sum_logp,
                compared.chosen.sum_logp, compared.rejected.sum_logp, DEFAULT_BETA)
 st.markdown(

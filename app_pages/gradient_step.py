@@ -3,6 +3,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, one_step_at_a_time, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
@@ -72,14 +73,16 @@ intro(
 
 scorer = choose_causal_lm()
 panel = result_panel()
-text = st.text_area("Your text (the step learns it)", DEFAULT_TEXT, max_chars=MAX_CHARS, key="step_text")
+text = url_state.linked(url_state.text("step_text", DEFAULT_TEXT, MAX_CHARS), st.text_area,
+                        "Your text (the step learns it)", max_chars=MAX_CHARS)
 rate, count, other_box = st.columns([2, 1, 3])
-lr = rate.select_slider("Learning rate", RATES, value=1e-3, key="step_lr", format_func=lambda r: f"{r:g}",
-                        help="How far each step moves every weight along the gradient: w ← w − lr · g.")
-steps = count.number_input("Steps", 1, MAX_STEPS, 3, key="step_count",
-                           help="The first step is shown in detail; the loss is drawn after each.")
-other = other_box.text_input("Another text, scored before and after (never learnt)", DEFAULT_OTHER,
-                             max_chars=MAX_CHARS, key="step_other") or None
+lr = url_state.linked(url_state.choice("step_lr", 1e-3, RATES), rate.select_slider, "Learning rate", RATES,
+                      format_func=lambda r: f"{r:g}",
+                      help="How far each step moves every weight along the gradient: w ← w − lr · g.")
+steps = url_state.linked(url_state.number("step_count", 3, 1, MAX_STEPS), count.number_input, "Steps", 1, MAX_STEPS,
+                         help="The first step is shown in detail; the loss is drawn after each.")
+other = url_state.linked(url_state.text("step_other", DEFAULT_OTHER, MAX_CHARS), other_box.text_input,
+                         "Another text, scored before and after (never learnt)", max_chars=MAX_CHARS) or None
 
 try:
     scorer, gradient = scored_with_cpu_fallback(scorer, lambda s: get_gradient(s, s.cache_key, text))
@@ -203,9 +206,9 @@ st.caption(escape_markdown(
     "towards 0, which says nothing about any other text."))
 
 st.subheader("6. AdamW's first step")
-if st.toggle("Compute AdamW's first step on the output matrix", key="step_adamw",
-             help="Another forward and backward pass; AdamW's state for the whole model would not fit the server's "
-                  "memory, so it steps one matrix."):
+if url_state.linked(url_state.flag("step_adamw"), st.toggle, "Compute AdamW's first step on the output matrix",
+                   help="Another forward and backward pass; AdamW's state for the whole model would not fit the "
+                        "server's memory, so it steps one matrix."):
     try:
         with st.spinner("One AdamW step on a copy of the output matrix…", show_time=True):
             scorer, adam = scored_with_cpu_fallback(scorer, lambda s: get_adamw(s, s.cache_key, text, float(lr)))

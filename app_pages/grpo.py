@@ -4,6 +4,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.choosers import (
     choose_causal_lm,
     one_step_at_a_time,
@@ -56,6 +57,7 @@ from lmviz.lessons.next_token import MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput
 from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 500
+RULE_CHARS = 40  # a number, a word or a count
 DEFAULT_PROMPT = "What is 7 + 5? Reply with just the number."
 # The rules a learner picks from: the words of the radio, the box's label and its default, the rule it builds
 RULES = {
@@ -147,20 +149,25 @@ intro(
 scorer = choose_causal_lm()
 stop_without_chat_template(scorer, "it cannot be asked a question as a chat model is")
 panel = result_panel()
-prompt = st.text_input("Prompt: a question whose answer a rule can check", DEFAULT_PROMPT, max_chars=MAX_CHARS,
-                       key="grpo_prompt")
+prompt = url_state.linked(url_state.text("grpo_prompt", DEFAULT_PROMPT, MAX_CHARS), st.text_input,
+                          "Prompt: a question whose answer a rule can check", max_chars=MAX_CHARS)
 size_box, seed_box, temperature_box, limit_box = st.columns(4)
-size = size_box.slider("Answers in the group, G", MIN_GROUP, MAX_GROUP, 8, key="grpo_group")
-seed = seed_box.number_input("Seed", 0, 2**31 - 1, 0, key="grpo_seed",
-                             help="The same seed draws the same group, for every visitor.")
-temperature = temperature_box.number_input("Temperature", MIN_TEMPERATURE, MAX_TEMPERATURE, 1.0, 0.1,
-                                           key="grpo_temperature")
-limit = limit_box.number_input("Most new tokens", 1, MAX_NEW_TOKENS, 12, key="grpo_limit",
-                               help="Each new token is one more pass of the whole group through the model.")
+size = url_state.linked(url_state.number("grpo_group", 8, MIN_GROUP, MAX_GROUP), size_box.slider,
+                        "Answers in the group, G", MIN_GROUP, MAX_GROUP)
+seed = url_state.linked(url_state.number("grpo_seed", 0, 0, 2**31 - 1), seed_box.number_input, "Seed", 0, 2**31 - 1,
+                        help="The same seed draws the same group, for every visitor.")
+temperature = url_state.linked(url_state.number("grpo_temperature", 1.0, MIN_TEMPERATURE, MAX_TEMPERATURE),
+                               temperature_box.number_input, "Temperature", MIN_TEMPERATURE, MAX_TEMPERATURE,
+                               step=0.1)
+limit = url_state.linked(url_state.number("grpo_limit", 12, 1, MAX_NEW_TOKENS), limit_box.number_input,
+                         "Most new tokens", 1, MAX_NEW_TOKENS,
+                         help="Each new token is one more pass of the whole group through the model.")
 rule_box, value_box = st.columns([2, 1])
-rule_name = rule_box.radio("Reward: 1 if the answer…, else 0", list(RULES), horizontal=True, key="grpo_rule")
+rule_name = url_state.linked(url_state.choice("grpo_rule", next(iter(RULES)), list(RULES)), rule_box.radio,
+                             "Reward: 1 if the answer…, else 0", list(RULES), horizontal=True)
 label, default, make_rule = RULES[rule_name]
-value = value_box.text_input(label, default, max_chars=40, key=f"grpo_rule_{list(RULES).index(rule_name)}")
+value = url_state.linked(url_state.text(f"grpo_rule_{list(RULES).index(rule_name)}", default, RULE_CHARS),
+                         value_box.text_input, label, max_chars=RULE_CHARS)
 
 try:
     rule = make_rule(value)
@@ -216,20 +223,23 @@ else:
         f"TRL adds {TRL_STD_EPS:g} to the std before dividing, so that a group of equal rewards does not divide 0 by "
         f"0: there answer 1's advantage is {fmt(trl.deviations[0])} / ({fmt(adv.std)} + {TRL_STD_EPS:g}) = "
         f"{fmt_signed(trl.advantages[0])}, against {fmt_signed(adv.advantages[0])} here."))
-how = st.radio("The advantages the step uses", SCALINGS, index=SCALINGS.index(SAMPLE_STD),
-               format_func=SCALING_WORDS.get, horizontal=True, key="grpo_scale")
+how = url_state.linked(url_state.choice("grpo_scale", SAMPLE_STD, SCALINGS), st.radio,
+                       "The advantages the step uses", SCALINGS, format_func=SCALING_WORDS.get, horizontal=True)
 chosen_advantages = tuple(scaled[how].advantages)
 
 st.subheader("3. The loss, token by token, before any update")
 rate_box, type_box, epsilon_box, beta_box = st.columns(4)
-lr = rate_box.select_slider("Learning rate", RATES, value=DEFAULT_RATE, key="grpo_lr", format_func=lambda r: f"{r:g}",
-                            help="The step of section 5: w ← w − lr · g on every weight.")
-loss_type = type_box.selectbox("Loss type (TRL's loss_type)", LOSS_TYPES, key="grpo_loss_type",
-                               help="How the per-token terms are averaged: section 4.")
-epsilon = epsilon_box.number_input("Clip ε", 0.01, 0.9, DEFAULT_EPSILON, 0.05, key="grpo_epsilon",
-                                   help="The ratio is clipped to [1 − ε, 1 + ε].")
-beta = beta_box.number_input("KL weight β", 0.0, 1.0, DEFAULT_BETA, 0.01, key="grpo_beta", format="%.3f")
-sequence_level = st.toggle("One ratio per answer (sequence level, GSPO) instead of one per token", key="grpo_sequence")
+lr = url_state.linked(url_state.choice("grpo_lr", DEFAULT_RATE, RATES), rate_box.select_slider, "Learning rate", RATES,
+                      format_func=lambda r: f"{r:g}", help="The step of section 5: w ← w − lr · g on every weight.")
+loss_type = url_state.linked(url_state.choice("grpo_loss_type", LOSS_TYPES[0], LOSS_TYPES), type_box.selectbox,
+                             "Loss type (TRL's loss_type)", LOSS_TYPES,
+                             help="How the per-token terms are averaged: section 4.")
+epsilon = url_state.linked(url_state.number("grpo_epsilon", DEFAULT_EPSILON, 0.01, 0.9), epsilon_box.number_input,
+                           "Clip ε", 0.01, 0.9, step=0.05, help="The ratio is clipped to [1 − ε, 1 + ε].")
+beta = url_state.linked(url_state.number("grpo_beta", DEFAULT_BETA, 0.0, 1.0), beta_box.number_input, "KL weight β",
+                        0.0, 1.0, step=0.01, format="%.3f")
+sequence_level = url_state.linked(url_state.flag("grpo_sequence"), st.toggle,
+                                  "One ratio per answer (sequence level, GSPO) instead of one per token")
 level = SEQUENCE if sequence_level else TOKEN
 try:
     with panel, st.spinner("One step of training on a copy of the weights…", show_time=True):
@@ -346,9 +356,10 @@ st.markdown(
     f"people preferred one, by the {term('Bradley–Terry', 'Bradley–Terry')} loss −log {term('σ', 'sigmoid')}"
     "(r_chosen − r_rejected), σ the sigmoid.")
 chosen_box, rejected_box = st.columns(2)
-r_chosen = chosen_box.number_input("Its score of the chosen answer", -20.0, 20.0, 2.0, 0.5, key="grpo_r_chosen")
-r_rejected = rejected_box.number_input("Its score of the rejected answer", -20.0, 20.0, 0.5, 0.5,
-                                       key="grpo_r_rejected")
+r_chosen = url_state.linked(url_state.number("grpo_r_chosen", 2.0, -20.0, 20.0), chosen_box.number_input,
+                            "Its score of the chosen answer", -20.0, 20.0, step=0.5)
+r_rejected = url_state.linked(url_state.number("grpo_r_rejected", 0.5, -20.0, 20.0), rejected_box.number_input,
+                              "Its score of the rejected answer", -20.0, 20.0, step=0.5)
 preference = bradley_terry(r_chosen, r_rejected)
 st.markdown(escape_markdown(
     f"−log σ({fmt(r_chosen)} − {fmt(r_rejected)}) = −log σ({fmt(preference.margin)}) = {fmt(preference.loss)}: the "

@@ -1,6 +1,7 @@
 import pandas as pd
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.choosers import choose_bert
 from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
@@ -35,6 +36,8 @@ from lmviz.lessons.bert import (
     unknown_words,
 )
 
+MAX_CHARS = 1000
+
 
 @st.cache_data(show_spinner=False)
 def corpus_samples() -> list[str]:
@@ -45,8 +48,9 @@ def split_inputs() -> tuple[int, int, str | None]:
     """The 80/10/10 split as two inputs, kept being what is left: the shares always add up to 100.
     Returns the random and kept shares used, and a sentence when random had to be cut."""
     mask_col, random_col, kept_col = st.columns(3)
-    masked = mask_col.number_input("[MASK] (%)", 0, 100, 80, key="mlm_share_0")
-    asked = random_col.number_input("random token (%)", 0, 100, 10, key="mlm_share_1")
+    masked = url_state.linked(url_state.number("mlm_share_0", 80, 0, 100), mask_col.number_input, "[MASK] (%)", 0, 100)
+    asked = url_state.linked(url_state.number("mlm_share_1", 10, 0, 100), random_col.number_input,
+                             "random token (%)", 0, 100)
     random_share = min(asked, 100 - masked)  # [MASK] first: a random share past 100 % is cut to what is left
     kept = 100 - masked - random_share
     kept_col.markdown(f"kept (%)\n\n**{kept}** = 100 − {masked} − {random_share}",
@@ -72,13 +76,14 @@ def next_sample() -> None:
     st.session_state["mlm_text"] = corpus_samples()[st.session_state["mlm_sample"]]
 
 
-st.session_state.setdefault("mlm_text", corpus_samples()[0])
 panel = result_panel()
 st.button("A story the model knows", help="A held-out story from lmviz's generated corpus", on_click=next_sample)
-text = st.text_area("Text", key="mlm_text", max_chars=1000)
+text = url_state.linked(url_state.text("mlm_text", corpus_samples()[0], MAX_CHARS), st.text_area, "Text",
+                        max_chars=MAX_CHARS)
 
 RANDOM, CHOSEN = "15 % at random, BERT's way", "the tokens I choose (fill in the blank)"
-mode = st.radio("Which tokens are masked", [RANDOM, CHOSEN], horizontal=True, key="mlm_mode")
+mode = url_state.linked(url_state.choice("mlm_mode", RANDOM, [RANDOM, CHOSEN]), st.radio, "Which tokens are masked",
+                        [RANDOM, CHOSEN], horizontal=True)
 if mode == RANDOM:
     st.caption(f"To compare two versions of the text, choose '{CHOSEN}': a random mask would pick different "
                "positions in the two texts.")
@@ -87,8 +92,10 @@ if mode == RANDOM:
 def masked_at_random():
     """BERT's pre-training masking: the selection rate, the seed and the 80/10/10 split."""
     left, middle, right = st.columns(3)
-    mask_prob = left.slider("Selection rate", 0.0, 1.0, 0.15, 0.01, key="mlm_rate")
-    seed = middle.number_input("Seed", min_value=0, max_value=10**9, value=0, key="mlm_seed")
+    mask_prob = url_state.linked(url_state.number("mlm_rate", 0.15, 0.0, 1.0, 0.01), left.slider, "Selection rate",
+                                 0.0, 1.0, step=0.01)
+    seed = url_state.linked(url_state.number("mlm_seed", 0, 0, 10**9), middle.number_input, "Seed", min_value=0,
+                            max_value=10**9)
     right.button("Re-roll: a new mask", help="The next seed. The same seed always gives the same mask.",
                  on_click=lambda: st.session_state.update(mlm_seed=st.session_state["mlm_seed"] + 1))
     random_share, kept_share, cut = split_inputs()
@@ -107,11 +114,12 @@ def masked_at_random():
 def masked_where_chosen():
     """The classic demo: [MASK] exactly where the learner says; special tokens are never offered."""
     tokens = maskable_positions(loaded.tokenizer, text)
+    chosen_in_link = url_state.positions("mlm_positions", MAX_CHARS + 2)  # a token per character, [CLS] and [SEP]
+    url_state.seed(chosen_in_link)
     # positions of an earlier text that this one does not have are dropped, not an error
-    kept = [t for t in st.session_state.get("mlm_positions", []) if t in tokens]
-    st.session_state["mlm_positions"] = kept
-    chosen = st.multiselect("Tokens to mask (position: token)", list(tokens), format_func=lambda t: f"{t}: {tokens[t]}",
-                            key="mlm_positions", placeholder="Choose one or more tokens")
+    st.session_state["mlm_positions"] = [t for t in st.session_state["mlm_positions"] if t in tokens]
+    chosen = url_state.linked(chosen_in_link, st.multiselect, "Tokens to mask (position: token)", list(tokens),
+                              format_func=lambda t: f"{t}: {tokens[t]}", placeholder="Choose one or more tokens")
     result = analyse_mlm_at(loaded, text, chosen)
     compare_versions(result, tokens, chosen)
     return result
@@ -130,10 +138,10 @@ def known_second_version() -> None:
 def compare_versions(result, tokens: dict[int, str], chosen: list[int]) -> None:
     """Directly under the choice: a second version, masked where it shares a row with the chosen tokens,
     against the first. A second text with nothing to mask gets the main box's sentence."""
-    if not st.toggle("Compare with another version", key="mlm_compare"):
+    if not url_state.linked(url_state.flag("mlm_compare"), st.toggle, "Compare with another version"):
         return
-    st.session_state.setdefault("mlm_text_b", a_variant(text, {}))
-    second = st.text_area("Second version", max_chars=1000, key="mlm_text_b")
+    second = url_state.linked(url_state.text("mlm_text_b", a_variant(text, {}), MAX_CHARS), st.text_area,
+                              "Second version", max_chars=MAX_CHARS)
     tokens_b = maskable_positions(loaded.tokenizer, second)
     mapped = positions_in_b(tokens, tokens_b, chosen)
     try:
@@ -187,7 +195,8 @@ if result.unknown_tokens:
         "one token for everything unknown, and the model cannot tell such words apart."))
 
 st.subheader("2. Labels and predictions")
-only_selected = st.toggle("Only the selected positions (the ones the loss counts)", value=True, key="mlm_only_selected")
+only_selected = url_state.linked(url_state.flag("mlm_only_selected", True), st.toggle,
+                                 "Only the selected positions (the ones the loss counts)")
 rows = [r for r in result.rows if r.nll is not None] if only_selected else result.rows
 key_table(pd.DataFrame({
     "position": [r.position for r in rows],

@@ -4,6 +4,7 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.choosers import choose_bert
 from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
@@ -25,6 +26,7 @@ from lmviz.lessons.bert import (
     unknown_words,
 )
 
+MAX_CHARS = 500
 SEGMENT_FILLS = {0: LIGHT_GREY, 1: WHITE}
 SEGMENT_BORDERS = {0: "2px solid transparent", 1: f"2px solid {BLACK}"}
 
@@ -49,15 +51,15 @@ panel = result_panel()
 
 # the first held-out story's first sentence and the next: a pair as in training too, its span one sentence long
 first_a, first_b = held_out_stories()[0].sentences[:2]
-st.session_state.setdefault("nsp_a", first_a)
-st.session_state.setdefault("nsp_b", first_b)
 left, right = st.columns(2)
 left.button("A true continuation from the corpus", on_click=draw_pair, args=(True,))
 right.button("A sentence from another story", on_click=draw_pair, args=(False,))
-sentence_a = st.text_input("Sentence A", key="nsp_a", max_chars=500)
-sentence_b = st.text_input("Sentence B", key="nsp_b", max_chars=500)
-follows = st.radio("Does B really follow A? (this sets the label)", ["yes", "no"], horizontal=True,
-                   key="nsp_follows") == "yes"
+sentence_a = url_state.linked(url_state.text("nsp_a", first_a, MAX_CHARS), st.text_input, "Sentence A",
+                              max_chars=MAX_CHARS)
+sentence_b = url_state.linked(url_state.text("nsp_b", first_b, MAX_CHARS), st.text_input, "Sentence B",
+                              max_chars=MAX_CHARS)
+follows = url_state.linked(url_state.choice("nsp_follows", "yes", ["yes", "no"]), st.radio,
+                           "Does B really follow A? (this sets the label)", ["yes", "no"], horizontal=True) == "yes"
 
 try:
     result = analyse_nsp(loaded, sentence_a, sentence_b, follows)

@@ -1,13 +1,14 @@
 import pandas as pd
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
 from lmviz.core.numbers import LOSS_DIGITS, fmt, fmt_gap, fmt_prob
-from lmviz.core.text import escape_markdown, readable_token, valid_text
+from lmviz.core.text import escape_markdown, readable_token
 from lmviz.course.questions.next_token import build_questions, candidate_name
 from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures import plots
@@ -93,22 +94,15 @@ intro(
 params = st.query_params
 scorer = choose_causal_lm()
 panel = result_panel()
-if "next_text" not in st.session_state:
-    st.session_state["next_text"] = valid_text(params.get("text", DEFAULT_PREFIX))[:MAX_CHARS]
-st.session_state.setdefault("next_seed", 0)
-text = st.text_area("The beginning of a text", key="next_text", max_chars=MAX_CHARS, height=80)
+text = url_state.linked(url_state.text("next_text", DEFAULT_PREFIX, MAX_CHARS), st.text_area,
+                        "The beginning of a text", max_chars=MAX_CHARS, height=80)
 left, right = st.columns([1, 2])
-add_bos = left.checkbox("Start with a start-of-text token", value=params.get("bos") == "1", key="next_bos")
-try:
-    asked_temperature = min(MAX_TEMPERATURE, max(MIN_TEMPERATURE, float(params.get("t", "1"))))
-except ValueError:
-    asked_temperature = 1.0
-temperature = right.slider(
-    "Temperature T", MIN_TEMPERATURE, MAX_TEMPERATURE, round(asked_temperature, 1), 0.1,
-    key="next_temperature",
+add_bos = url_state.linked(url_state.flag("next_bos"), left.checkbox, "Start with a start-of-text token")
+temperature = url_state.linked(
+    url_state.number("next_temperature", 1.0, MIN_TEMPERATURE, MAX_TEMPERATURE, 0.1), right.slider,
+    "Temperature T", MIN_TEMPERATURE, MAX_TEMPERATURE, step=0.1,
     help="The logits are divided by T before the softmax. T < 1 sharpens the distribution, T > 1 flattens it; "
          "T = 1 is the model's own distribution, the one training scores.")
-st.query_params.update({"text": text, "bos": "1" if add_bos else "0", "t": f"{temperature:g}"})
 
 try:
     scorer, logits = scored_with_cpu_fallback(scorer, lambda s: get_logits(s, s.cache_key, text, add_bos))
@@ -244,8 +238,9 @@ st.markdown("Generating text is this page, repeated: score the text, choose a to
             f"probabilities above, so the temperature decides how adventurous it is. A {term('seed', 'seed')} "
             "makes the draw reproducible.")
 greedy_col, seed_col, sample_col = st.columns([2, 1, 2])
-seed = seed_col.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="next_seed",
-                             label_visibility="collapsed", help="The seed of the next draw (each draw adds 1).")
+seed = url_state.linked(url_state.number("next_seed", 0, 0, 2**31 - 1), seed_col.number_input, "Seed",
+                        min_value=0, max_value=2**31 - 1, step=1, label_visibility="collapsed",
+                        help="The seed of the next draw (each draw adds 1).")
 greedy_col.button(f"Append the greedy token, {escape_markdown(shown.greedy.token)}", on_click=append,
                   args=(shown.greedy.token_id, "greedy"))
 sampled = sample_token(logits.logits, temperature, int(seed))

@@ -3,6 +3,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.chrome import chart_font_px, intro, key_table, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
@@ -25,6 +26,28 @@ EDITOR_KEY = "toy_table_"  # and the reset count: a new key is a fresh editor, w
 # visibly falls, at 30 every p(label) is near 1. About a factor of 3 between choices: a log scale.
 LEARNING_RATES = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 GRADIENT_KEY = "toy-gradient"  # the gradient table's container, for its line height in presentation mode
+MOST_P = 1e6  # the editor's largest number
+
+
+def read_edits(raw: str) -> dict[tuple[int, str], float]:
+    """The cells a link changes from the article's table, "position:word:p" joined by commas; ValueError where one
+    is not a cell the editor would take."""
+    edits = {}
+    for cell in filter(None, raw.split(",")):
+        position, word, value = cell.split(":")
+        t, p = int(position), float(value)
+        if not 0 <= t < len(toy.PROBABILITIES) or word not in toy.VOCAB or not 0 <= p <= MOST_P:
+            raise ValueError(f"{cell!r} is not a cell of the table")
+        edits[t, word] = p
+    return edits
+
+
+def write_edits(edits: dict[tuple[int, str], float]) -> str:
+    return ",".join(f"{t}:{word}:{url_state.number_text(p)}" for (t, word), p in edits.items())
+
+
+# The cells changed from the article's, in the link (at most 50 numbers): the table the session starts from.
+EDITS = url_state.Kept("toy_edits", {}, read_edits, write_edits)
 
 intro(
     "A tiny language model knows 10 words. It reads `<s> I love dogs not cats` "
@@ -59,8 +82,10 @@ st.markdown(
     "One row per position, one column per word. **Edit any cell** to see what happens: "
     "each row is rescaled to sum to 1 before the loss is computed."
 )
+url_state.seed(EDITS)
 if st.button("Reset to the article's numbers"):
     st.session_state["toy_table_version"] = st.session_state.get("toy_table_version", 0) + 1
+    st.session_state[EDITS.key] = {}
 row_names = [f"{t}: {toy.INPUT_WORDS[t]} → {toy.VOCAB[labels[t]]}" for t in range(len(labels))]
 # A click on a column's header sorts the editor's rows, and the teacher's positions come out of order. Streamlit
 # 1.67 has no switch for that: its grid sorts unless num_rows is "add" or "dynamic", which would let a sixth
@@ -69,12 +94,16 @@ row_names = [f"{t}: {toy.INPUT_WORDS[t]} → {toy.VOCAB[labels[t]]}" for t in ra
 # header menu, while every cell below stays editable.
 st.html(f"""<style>[class*="st-key-{EDITOR_KEY}"] [data-testid="stDataFrameResizable"]::after {{
   content: ""; position: absolute; top: 0; left: 0; right: 0; height: 2.1875rem; z-index: 1; }}</style>""")
+start = pd.DataFrame(toy.PROBABILITIES, columns=toy.VOCAB, index=row_names)
+for (t, word), p in st.session_state[EDITS.key].items():
+    start.iloc[t, toy.VOCAB.index(word)] = p
+# the editor's data stays the session's first table: its edits are kept by the editor itself, and in the link
 edited = st.data_editor(
-    pd.DataFrame(toy.PROBABILITIES, columns=toy.VOCAB, index=row_names),
+    start,
     key=f"{EDITOR_KEY}{st.session_state.get('toy_table_version', 0)}",
     # step: the editor keeps as many decimals as the step has (0.001 turned a typed 0.0004 into 0);
     # "plain": each number as typed (0.5, 0.0004, 0.000001), not padded to six decimals.
-    column_config={w: st.column_config.NumberColumn(w, min_value=0.0, max_value=1e6, step=SMALLEST_P, format="plain")
+    column_config={w: st.column_config.NumberColumn(w, min_value=0.0, max_value=MOST_P, step=SMALLEST_P, format="plain")
                    for w in toy.VOCAB},
     disabled=False,
 )
@@ -84,6 +113,9 @@ try:
 except ValueError as problem:
     show_problem(problem, kind="error")
     st.stop()
+table = edited.to_numpy(dtype=float)
+url_state.write(EDITS, {(t, word): float(table[t, w]) for t in range(len(toy.PROBABILITIES))
+                        for w, word in enumerate(toy.VOCAB) if table[t, w] != toy.PROBABILITIES[t][w]})
 if rescaled:
     which = f"Row {rescaled[0]} does" if len(rescaled) == 1 else f"Rows {', '.join(map(str, rescaled))} do"
     st.info(f"{which} not sum to 1, so each was divided by its sum.")
@@ -224,8 +256,8 @@ st.markdown(
     "moves the logits enough to see:"
 )
 rate_column, before_column, after_column = st.columns([2, 1, 1])
-rate = rate_column.select_slider("Learning rate η", LEARNING_RATES, value=1.0, format_func=lambda r: f"{r:g}",
-                                 key="toy_learning_rate")
+rate = url_state.linked(url_state.choice("toy_learning_rate", 1.0, LEARNING_RATES), rate_column.select_slider,
+                        "Learning rate η", LEARNING_RATES, format_func=lambda r: f"{r:g}")
 step = toy.one_step(probs, rate)
 before_column.metric("Loss before", fmt(walk["loss"]))
 after_column.metric("Loss after one step", fmt(step["loss_after"]))

@@ -2,6 +2,7 @@ import math
 
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.choosers import forget_trained_models, keep_trained_model
 from lmviz.app.chrome import intro, term, terms_linked
 from lmviz.app.path import check_yourself
@@ -25,6 +26,7 @@ from lmviz.lessons.training import (
     make_batch,
 )
 
+SOURCES = ["lmviz's generated stories", "paste text", "upload a .txt file"]
 REDRAW_EVERY = 5  # steps between chart updates: drawing costs more than a tiny model's step
 
 
@@ -47,8 +49,9 @@ def questions_now(trainer: Trainer | None, objective: str, user_text: str | None
 
 
 def read_user_text() -> str | None:
-    source = st.radio("Training text", ["lmviz's generated stories", "paste text", "upload a .txt file"],
-                      horizontal=True, key="train_source")
+    # the way in only: a pasted or uploaded text (up to MAX_USER_TEXT_BYTES) is far too long for a link
+    source = url_state.linked(url_state.choice("train_source", SOURCES[0], SOURCES), st.radio, "Training text", SOURCES,
+                              horizontal=True)
     if source == "paste text":
         return st.text_area("Your text (at least 40 sentences; blank lines separate stories)", key="train_text",
                             max_chars=MAX_USER_TEXT_BYTES)
@@ -163,10 +166,13 @@ with controls:
         st.button("Stop", help="Stops after the current step; the model keeps what it learned.")
         reset = st.button("Start over")
     progress = st.empty()
-    objective = st.selectbox("Objective", list(OBJECTIVES), format_func=OBJECTIVES.get, key="train_objective")
-    preset = st.selectbox("Model size", list(PRESETS), key="train_preset",
-                          format_func=lambda p: f"{p}: {PRESETS[p][1]} layers, width {PRESETS[p][0]}")
-    steps = st.number_input("Steps", min_value=10, max_value=5000, value=300, step=50, key="train_steps")
+    objective = url_state.linked(url_state.choice("train_objective", next(iter(OBJECTIVES)), list(OBJECTIVES)),
+                                 st.selectbox, "Objective", list(OBJECTIVES), format_func=OBJECTIVES.get)
+    preset = url_state.linked(url_state.choice("train_preset", next(iter(PRESETS)), list(PRESETS)), st.selectbox,
+                              "Model size", list(PRESETS),
+                              format_func=lambda p: f"{p}: {PRESETS[p][1]} layers, width {PRESETS[p][0]}")
+    steps = url_state.linked(url_state.number("train_steps", 300, 10, 5000), st.number_input, "Steps", min_value=10,
+                             max_value=5000, step=50)
     user_text = read_user_text()
 chart = curve.empty()
 guesses = st.empty()

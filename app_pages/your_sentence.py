@@ -5,6 +5,7 @@ from statistics import mean
 import pandas as pd
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, term
 from lmviz.app.path import check_yourself, is_answered
@@ -21,7 +22,7 @@ from lmviz.core.compare import (
     summary,
 )
 from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
-from lmviz.core.text import boundary_token_note, escape_markdown, readable_token, start_token_id, valid_text
+from lmviz.core.text import boundary_token_note, escape_markdown, readable_token, start_token_id
 from lmviz.course.questions.your_sentence import build_questions
 from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures import plots
@@ -107,35 +108,30 @@ intro(
     "the sentence's loss is their mean."
 )
 
-params = st.query_params
 scorer = choose_causal_lm()
-
-url_text = valid_text(params.get("text", DEFAULT_TEXT))
-if len(url_text) > MAX_CHARS:
-    st.info(f"The text in the link was cut to its first {MAX_CHARS} characters.")
-    url_text = url_text[:MAX_CHARS]
 panel = result_panel()
-text = st.text_area("Your text", value=url_text, max_chars=MAX_CHARS, key="text")
-add_bos = st.checkbox(
-    START_LABEL, value=params.get("bos") == "1", key="bos",
+text = url_state.linked(url_state.text("text", DEFAULT_TEXT, MAX_CHARS), st.text_area, "Your text",
+                        max_chars=MAX_CHARS)
+add_bos = url_state.linked(
+    url_state.flag("bos"), st.checkbox, START_LABEL,
     help="Without it, the first token has nothing before it to be predicted from, so it is never a label "
          "and gets no loss. Which token is added is said under the tokens.",
 )
-st.query_params.update({"text": text, "bos": "1" if add_bos else "0"})
-predicting = st.checkbox(
-    "Predict first: hide each token's loss until I guess which costs the most", key="sentence_predict",
+predicting = url_state.linked(
+    url_state.flag("sentence_predict"), st.checkbox,
+    "Predict first: hide each token's loss until I guess which costs the most",
     help="Hidden until you answer (or show the answer): the table of section 2, the chart and the coloured sentence of "
          "section 3, and, while comparing with another version, each token's -log p in both versions and the "
          "sentence saying where their difference comes from. The losses of the whole texts stay shown. For learning "
          "alone, or for asking the room before showing it.")
 # a checkbox, like the start token's just above: the two settings of what is scored
-comparing = st.checkbox("Compare with another version", key="sentence_compare",
-                        help="A second text, scored by the same model: both losses, their difference split into the "
-                             "tokens whose -log p changed and the different number of tokens scored, and the two "
-                             "texts' tokens side by side.")
+comparing = url_state.linked(
+    url_state.flag("sentence_compare"), st.checkbox, "Compare with another version",
+    help="A second text, scored by the same model: both losses, their difference split into the tokens whose -log p "
+         "changed and the different number of tokens scored, and the two texts' tokens side by side.")
 if comparing:
-    st.session_state.setdefault("sentence_b", a_variant(text, SWAPS))
-    st.text_area("Second version", max_chars=MAX_CHARS, key="sentence_b")
+    url_state.linked(url_state.text("sentence_b", a_variant(text, SWAPS), MAX_CHARS), st.text_area,
+                     "Second version", max_chars=MAX_CHARS)
     comparison_slot = st.container()  # filled once the first version is scored: directly under its box
 
 def score(scorer: CausalScorer, scored_text: str | None = None, with_start: bool | None = None):
@@ -206,7 +202,7 @@ if comparing:
         show_comparison(scorer, result, hidden)
 show_headline(panel, loaded, result, score(scorer, REFERENCE_TEXT))
 st.caption(escape_markdown(
-    f"Model: {loaded.name}, {loaded.source}. Device: {loaded.device}, weights {loaded.dtype}. "
+    f"Model: {loaded.name}, {loaded.source}. Device: {result.device}, weights {loaded.dtype}. "
     f"Loaded in {loaded.load_seconds:.1f} s; this forward pass took {result.forward_seconds * 1000:.0f} ms."))
 if result.truncated_from:
     st.info(escape_markdown(
@@ -240,7 +236,7 @@ else:
     })
     key_table(table, "lmviz_tokens.csv", hide_index=True)
     # a table of their own: as an eighth column the guesses pushed the table past 1280 px
-    if st.toggle("Show the model's top 5 guesses at each position"):
+    if url_state.linked(url_state.flag("sentence_top"), st.toggle, "Show the model's top 5 guesses at each position"):
         st.dataframe(pd.DataFrame({
             "position": table["position"], "label (next token)": table["label (next token)"], "rank": table["rank"],
             "top 5 guesses": [", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in result.rows],

@@ -8,6 +8,7 @@ from typing import Callable, TypeVar
 
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.caches import get_batcher, load_bert_once, process_fair_share, session_id, usual_berts
 from lmviz.app.problems import problem_for_visitor, show_problem
 from lmviz.core.text import escape_markdown
@@ -73,12 +74,13 @@ def choose_bert():
     trained = trained_bert()
     choices = _bert_choices() + ([trained.name] if trained is not None else [])
     with st.expander("Model", expanded=False):
-        name = st.selectbox("BERT model", choices, key="bert_choice",
-                            help="bert-base-uncased is offered when it is cached here or the hub can be reached.")
+        name = url_state.linked(url_state.choice("bert_choice", choices[0], choices), st.selectbox, "BERT model",
+                                choices, help="bert-base-uncased is offered when it is cached here or the hub can be "
+                                              "reached.")
         folders = _folders_allowed()
-        custom = "" if allowed_models() else st.text_input(
-            f"…or a hub id{' / local folder' if folders else ''} of a BertForPreTraining model",
-            key="bert_custom").strip()
+        custom = "" if allowed_models() else url_state.linked(
+            url_state.text("bert_custom", "", MAX_NAME_CHARS), st.text_input,
+            f"…or a hub id{' / local folder' if folders else ''} of a BertForPreTraining model").strip()
     if trained is not None and name == trained.name and not custom:
         st.caption(escape_markdown(f"Model: {trained.name}, {trained.source}."))
         return trained
@@ -130,6 +132,7 @@ def load_with_progress(name: str, device: str, dtype: str, token: str | None) ->
 # What a causal-LM page scores with when the model it asks for cannot be loaded: the bundled model
 # (absent where only requirements.txt was installed, as on a host), then lmviz's own tiny GPT, in assets/.
 CAUSAL_FALLBACKS = (DEFAULT_MODEL, TINY_GPT)
+MAX_NAME_CHARS = 300  # a hub id (owner/name) or a folder's path, as a link carries it: longer names no model
 
 
 def causal_lm_or_fallback(name: str, device: str, dtype: str, token: str | None) -> Batcher:
