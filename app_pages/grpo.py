@@ -68,7 +68,7 @@ RULES = {
 SCALING_WORDS = {MEAN: "R − mean (Dr. GRPO)", POPULATION_STD: "÷ population std",
                  SAMPLE_STD: "÷ sample std (GRPO as published, TRL)"}
 # A log scale. On the default group (seed 0, 8 answers, 12 tokens) 3e-4 moves the two rewarded answers' log π up by
-# 0.43 and 0.18 and clips no token; 1e-3 clips 4 of its 95 tokens (tests/app/test_grpo_page.py)
+# 0.43 and 0.18 and clips no token; 1e-3 clips 4 of its 95 tokens
 RATES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 DEFAULT_RATE = 1e-3
 RIGHT, WRONG = "✓", "✗"
