@@ -22,7 +22,9 @@ home = st.Page("app_pages/home.py", title="Home", icon=":material/home:", defaul
 pages = {lesson.url_path: st.Page(lesson.page, title=lesson.title, icon=lesson.icon, url_path=lesson.url_path)
          for lesson in PATH}
 glossary = st.Page("app_pages/glossary.py", title="Glossary", icon=":material/menu_book:", url_path="glossary")
-page = st.navigation([home, *pages.values(), glossary])
+# expanded: with more than twelve pages Streamlit shows ten and folds the rest behind "View N more"; a class sees
+# every lesson of the path instead
+page = st.navigation([home, *pages.values(), glossary], expanded=True)
 land_at_top(page)  # a page switch opens the new page at its top, not at the old page's offset
 lesson = next((lesson for lesson in PATH if pages[lesson.url_path] is page), None)
 if lesson:

@@ -89,3 +89,14 @@ def test_every_link_of_the_path_lands_at_the_top_of_its_page(projector, server, 
     projector.goto(f"{server}/{PATH[-1].url_path}")
     settle(projector)
     follow(projector, "The end of the path: back to Home", HOME_TITLE)
+
+
+def test_the_sidebar_lists_every_lesson_without_a_view_more_button(projector, server):
+    """With more than twelve pages Streamlit folds the navigation after ten behind "View N more" unless told not
+    to: a class would not see the last lessons of the path (nor the Glossary) in the sidebar."""
+    projector.goto(server)
+    settle(projector)
+    nav = projector.locator("[data-testid='stSidebarNav']")
+    for title in ["Home", *(lesson.title for lesson in PATH), "Glossary"]:
+        expect(nav.get_by_role("link", name=title, exact=True)).to_be_visible()
+    expect(nav.get_by_text(re.compile(r"^View \d+ more$"))).to_have_count(0)
