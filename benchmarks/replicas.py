@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,17 +38,12 @@ from benchmarks.gradient_step import load_average
 from benchmarks.reliability import sentence
 from lmviz.lessons.causal_lm import analyse_clm
 from lmviz.models.loading import load_causal_lm
-from scripts.live_server import ROOT, environment_set, running_server, sentence_page_at_once
+from scripts.live_server import ROOT, environment_set, free_port, running_server, sentence_page_at_once
 from scripts.replicas import running_replicas
 
 LOGS = ROOT / "artifacts" / "replicas-benchmark"
 SCORER_START_SECONDS = 180
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

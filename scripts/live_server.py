@@ -45,7 +45,8 @@ def environment_set(variables: dict[str, str]):
                 os.environ[key] = value
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port nothing listens on now, on loopback."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -54,7 +55,7 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def running_server(log_path: Path):
     """scripts/serve, exactly as the Docker image runs it, on a free loopback port; yields its URL."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PORT": str(port), "ADDRESS": "127.0.0.1", "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1"}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
-from scripts.live_server import ROOT, _free_port, running_server
+from scripts.live_server import ROOT, free_port, running_server
 
 TEMPLATE = ROOT / "deploy" / "haproxy" / "haproxy.cfg.template"
 COOKIE = "LMVIZ_REPLICA"  # HAProxy's affinity cookie: the name of the replica a browser's session lives on
@@ -102,7 +102,7 @@ def running_replicas(count: int, logs: Path, affinity: bool = True, port: int | 
             started = [pool.submit(stops[name].enter_context, running_server(logs / f"replica-{name}.log"))
                        for name in names]
         replica_urls = {name: future.result() for name, future in zip(names, started)}
-        front, stats = f"127.0.0.1:{port or _free_port()}", f"127.0.0.1:{_free_port()}"
+        front, stats = f"127.0.0.1:{port or free_port()}", f"127.0.0.1:{free_port()}"
         config = logs / "haproxy.cfg"
         config.write_text(render_config(front, {name: url.removeprefix("http://") for name, url in
                                                 replica_urls.items()}, stats, affinity))

@@ -6,7 +6,6 @@ through the scorer as without it."""
 
 import asyncio
 import json
-import socket
 import threading
 import time
 import urllib.request
@@ -22,6 +21,7 @@ from lmviz.serving import ray_scorer
 from lmviz.serving.batcher import Batcher
 from lmviz.serving.remote import INSTEAD, RemoteBatcher
 from lmviz.serving.scoring import analyse_batch, score_text
+from scripts.live_server import free_port
 from tests.helpers import one_sentence, open_page
 
 serve = ray_scorer.serve
@@ -35,12 +35,6 @@ TIMEOUT = 1.0
 # GPT's are under 30): a few 1e-6 at most. Everything else (ids, tokens, ranks, top-k tokens) is exact.
 TOLERANCE = 1e-5
 TEXTS = ["once upon a time there was a cat", "the dog ran to the park and saw a big red bird", "a cat", "kate and nina"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @serve.deployment
