@@ -95,16 +95,10 @@ def server_pids() -> list[int]:
             if "streamlit" in " ".join(p.cmdline()) and "run" in p.cmdline()]
 
 
-def spread(stats_url: str) -> str:
-    """How HAProxy spread the work: each replica's stot on its stats page, the connections it was sent (each
-    browser session makes several: the page's files, its WebSocket)."""
-    import csv
-    import io
-
-    with urllib.request.urlopen(f"{stats_url};csv", timeout=5) as response:
-        rows = csv.DictReader(io.StringIO(response.read().decode().lstrip("# ")))
-        return ", ".join(f"{row['svname']} {row['stot']}" for row in rows if row["svname"].startswith("r"))
-
+def spread(replicas) -> str:
+    """How HAProxy spread the work: each replica's stot, the connections it was sent (each browser session makes
+    several: the page's files, its WebSocket)."""
+    return ", ".join(f"{name} {row['stot']}" for name, row in replicas.stats().items())
 
 def the_class(url: str, chromium: str, texts: list[str], warm_visits: int) -> dict:
     sentence_page_at_once(url, chromium, [f"A warm-up visit, number {i}." for i in range(warm_visits)])
@@ -147,14 +141,14 @@ def main() -> None:
     with running_replicas(2, LOGS / "two-replicas") as replicas:
         result = the_class(replicas.url, chromium, texts, warm_visits=4)
         memory = {f"replica (pid {pid})": memory_mib(pid) for pid in server_pids()}
-        rows.append(("2. two replicas, each its own model", result, spread(replicas.stats_url), memory))
+        rows.append(("2. two replicas, each its own model", result, spread(replicas), memory))
 
     with running_scorer(LOGS / "scorer.log") as (scorer_url, scorer_pid):
         with environment_set({"LMVIZ_SCORER_URL": scorer_url}), running_replicas(2, LOGS / "shared") as replicas:
             result = the_class(replicas.url, chromium, texts, warm_visits=4)
             memory = {f"replica (pid {pid})": memory_mib(pid) for pid in server_pids()}
             memory["Ray scorer, all its processes"] = memory_mib(scorer_pid)
-            rows.append(("3. two replicas, one shared scorer", result, spread(replicas.stats_url), memory))
+            rows.append(("3. two replicas, one shared scorer", result, spread(replicas), memory))
 
     print(f"A class of {count} on Your sentence, real browsers (chromium) at once, on loopback; "
           f"{psutil.cpu_count()} cores, load average {started} at the start")

@@ -63,11 +63,15 @@ class Replicas:
         """Stop one replica as a host losing it would (SIGTERM: Streamlit closes its sessions' WebSockets)."""
         self._stops[name].close()
 
-    def states(self) -> dict[str, str]:
-        """HAProxy's health-check view of each replica: "UP", "DOWN", or a transition such as "UP 1/2"."""
+    def stats(self) -> dict[str, dict[str, str]]:
+        """HAProxy's stats page, a row per replica (its status, stot: the connections it was sent, ...)."""
         with urllib.request.urlopen(f"{self.stats_url};csv", timeout=5) as response:
             rows = csv.DictReader(io.StringIO(response.read().decode().lstrip("# ")))
-            return {row["svname"]: row["status"] for row in rows if row["svname"] in self.replica_urls}
+            return {row["svname"]: row for row in rows if row["svname"] in self.replica_urls}
+
+    def states(self) -> dict[str, str]:
+        """HAProxy's health-check view of each replica: "UP", "DOWN", or a transition such as "UP 1/2"."""
+        return {name: row["status"] for name, row in self.stats().items()}
 
     def wait_until(self, wanted: dict[str, str], seconds: float) -> dict[str, str]:
         """Poll HAProxy until the named replicas are in the wanted states; their states, or TimeoutError."""
