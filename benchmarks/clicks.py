@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from lmviz.course.registry import PATH, find
 from scripts.live_server import CHROMIUM_FLAGS, ROOT, SETTLED, running_server, type_into_editor
 
 PANEL_NUMBER = ".st-key-result-panel [data-testid='stMetricValue']"
@@ -58,17 +59,25 @@ def _batches(tab, i: int) -> Callable:
     return lambda: box.press("Control+Enter")
 
 
-# the page's sidebar link and its main action; each action is a learner's new input
-ACTIONS: dict[str, tuple[str, Callable]] = {
-    "toy": ("Toy example", _toy_edit),
-    "sentence": ("Your sentence", _typed("Your text", "Control+Enter")),
-    "next-token": ("Next token", _typed("The beginning of a text", "Control+Enter")),
-    "chat-loss": ("Chat fine-tuning loss", _typed("Assistant's answer (the text fine-tuning teaches)", "Enter")),
-    "batches": ("Batches and padding", _batches),
-    "masked-lm": ("Masked LM", _typed("Text", "Control+Enter")),
-    "nsp": ("Next sentence", _typed("Sentence B", "Enter")),
-    "bert-loss": ("BERT pre-training loss", _typed("Sentence B", "Enter")),
-    "train": ("Train", _train),
+def _grpo(tab, i: int) -> Callable:
+    box = tab.get_by_label("Prompt: a question whose answer a rule can check")
+    box.fill(f"What is {i} + 5? Reply with just the number.")
+    return lambda: box.press("Enter")
+
+
+# each lesson's main action, by its address; each action is a learner's new input
+ACTIONS: dict[str, Callable] = {
+    "toy": _toy_edit,
+    "sentence": _typed("Your text", "Control+Enter"),
+    "next-token": _typed("The beginning of a text", "Control+Enter"),
+    "step": _typed("Your text (the step learns it)", "Control+Enter"),
+    "chat-loss": _typed("Assistant's answer (the text fine-tuning teaches)", "Enter"),
+    "grpo": _grpo,
+    "batches": _batches,
+    "masked-lm": _typed("Text", "Control+Enter"),
+    "nsp": _typed("Sentence B", "Enter"),
+    "bert-loss": _typed("Sentence B", "Enter"),
+    "train": _train,
 }
 
 
@@ -115,7 +124,7 @@ def measure(url: str, chromium: str, repeats: int, pages: list[str]) -> list[Row
         settled(tab)
         rows = []
         for path in pages:
-            title, act = ACTIONS[path]
+            title, act = find(path).title, ACTIONS[path]
             start = time.perf_counter()
             tab.locator("[data-testid='stSidebarNav']").get_by_role("link", name=title, exact=True).click()
             tab.wait_for_url(f"**/{path}*")
@@ -132,7 +141,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one repetition per page (CI: the script still works)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--pages", default=",".join(ACTIONS), help="which lessons, by address (default: all)")
+    parser.add_argument("--pages", default=",".join(lesson.url_path for lesson in PATH),
+                        help="which lessons, by address (default: all, in the path's order)")
     args = parser.parse_args()
     pages = args.pages.split(",")
     if unknown := set(pages) - set(ACTIONS):
