@@ -10,9 +10,9 @@ from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
 from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_prob
-from lmviz.core.text import escape_markdown
+from lmviz.core.text import escape_markdown, quotable
 from lmviz.course.questions.gradient_step import build_questions
-from lmviz.errors import NotEnoughMemory, NothingToScore
+from lmviz.errors import NotEnoughMemory, NothingToScore, OtherTextUnusable
 from lmviz.figures import plots
 from lmviz.lessons.gradient_step import (
     MAX_STEPS,
@@ -82,13 +82,19 @@ lr = url_state.linked(url_state.choice("step_lr", 1e-3, RATES), rate.select_slid
 steps = url_state.linked(url_state.number("step_count", 3, 1, MAX_STEPS), count.number_input, "Steps", 1, MAX_STEPS,
                          help="The first step is shown in detail; the loss is drawn after each.")
 other = url_state.linked(url_state.text("step_other", DEFAULT_OTHER, MAX_CHARS), other_box.text_input,
-                         "Another text, scored before and after (never learnt)", max_chars=MAX_CHARS) or None
+                         "Another text, scored before and after (never learnt)", max_chars=MAX_CHARS)
 
+other_problem = None
 try:
     scorer, gradient = scored_with_cpu_fallback(scorer, lambda s: get_gradient(s, s.cache_key, text))
     with panel, st.spinner(f"Taking {plural(steps, 'step')} of SGD on a copy of the weights…", show_time=True):
-        scorer, result = scored_with_cpu_fallback(
-            scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), other))
+        try:
+            scorer, result = scored_with_cpu_fallback(
+                scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), other))
+        except OtherTextUnusable as problem:  # said in section 4; the steps on your text are still shown
+            other_problem = problem
+            scorer, result = scored_with_cpu_fallback(
+                scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), None))
 except (NothingToScore, BadInput) as problem:  # in the pinned panel: on screen with the box
     show_problem(problem, panel)
     st.stop()
@@ -182,13 +188,15 @@ st.caption(escape_markdown(
     f"{fmt(changes.loss_after)}: " + ("it fell." if changes.loss_after < changes.loss_before else
                                       "it rose, the step was too large.")))
 
-if result.other is not None:
-    st.subheader("4. What else the step changes")
+st.subheader("4. What else the step changes")
+if other_problem is not None:
+    show_problem(other_problem)
+else:
     moved = result.other
     st.markdown(escape_markdown(
         f"The step learnt only your text, yet every weight moved, and with them the model's other beliefs. "
-        f"“{moved.text}”, never learnt, went {fmt(moved.loss_before)} → {fmt(moved.loss_after)} after one step "
-        f"({fmt(moved.loss_last)} after {result.steps})."))
+        f"“{quotable(moved.text)}”, never learnt, went {fmt(moved.loss_before)} → {fmt(moved.loss_after)} after one "
+        f"step ({fmt(moved.loss_last)} after {result.steps})."))
     key_table(pd.DataFrame({
         "label (next token)": [r.target_token for r in moved.rows],
         "p(label) before": [fmt_prob(r.prob_before) for r in moved.rows],

@@ -13,6 +13,11 @@ class NothingToScore(LearnerError, ValueError):
     """The text gives the model nothing to predict; the message says why."""
 
 
+class OtherTextUnusable(NothingToScore):
+    """Only the second text (scored before and after a step, never learnt) gives nothing to predict: the step on
+    the first text can still be taken and shown."""
+
+
 class ModelLoadError(LearnerError, RuntimeError):
     """A model could not be loaded; the message is one sentence for the learner."""
 

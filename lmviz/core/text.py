@@ -14,16 +14,22 @@ _SHOWN_AS = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
 _INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 
 
-def _visible(text: str) -> str:
+def _visible(text: str, shown_as: dict[str, str] = _SHOWN_AS) -> str:
     out = []
     for ch in text:
-        if ch in _SHOWN_AS:
-            out.append(_SHOWN_AS[ch])
+        if ch in shown_as:
+            out.append(shown_as[ch])
         elif unicodedata.category(ch) in _INVISIBLE_CATEGORIES:
             out.append(f"<U+{ord(ch):04X}>")  # control, format (e.g. right-to-left override) and other invisibles
         else:
             out.append(ch)
     return "".join(out) or "∅"
+
+
+def quotable(text: str) -> str:
+    """A text the learner typed, for quoting inside a sentence: as typed, spaces included, but with line breaks,
+    tabs and every invisible character (a right-to-left override would reorder the rest of the sentence) shown."""
+    return _visible(text, {ch: mark for ch, mark in _SHOWN_AS.items() if ch != " "})
 
 
 @functools.cache

@@ -99,7 +99,8 @@ PATH = (
            "[[learning rate|learning rate]] you choose, what it does to your text and to another, a few more steps, "
            "and [[AdamW|AdamW]]'s first step, the size of the learning rate whatever the gradient's.",
            "lmviz.lessons.gradient_step", ("label_entry", "row_sum", "rises"), "causal", model_box=True,
-           text_boxes=(TextBox(("gradient-step",), "text_area", "step_text", 1000),)),
+           text_boxes=(TextBox(("gradient-step",), "text_area", "step_text", 1000),
+                       TextBox(("gradient-step other",), "text_input", "step_other", 1000))),
     Lesson("chat_loss", "chat-loss", "Chat fine-tuning loss", "Chat fine-tuning: which tokens the loss counts",
            ":material/forum:",
            "how fine-tuning a chat model can score every token it predicts or, by choice, only the answer and its "

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from lmviz.core.text import readable_token
+from lmviz.errors import NothingToScore, OtherTextUnusable
 from lmviz.lessons.causal_lm import Request, chunks, make_request, seconds_since
 from lmviz.lessons.next_token import BadInput
 
@@ -339,10 +340,14 @@ def sgd_steps(loaded, text: str, lr: float, steps: int = 1, other_text: str | No
 
     The shared model is not changed (see ``private_copy``). ``progress(fraction, words)`` is called after
     each step. Raises BadInput for a learning rate or a number of steps it cannot use, NothingToScore for a
-    text with nothing to predict."""
+    text with nothing to predict, and OtherTextUnusable (a NothingToScore) when only ``other_text`` has nothing
+    to predict, so that a page can take the steps without it."""
     lr, steps = check_learning_rate(lr), check_steps(steps)
     request = make_request(loaded, text, add_bos, max_tokens=max_tokens)
-    other = make_request(loaded, other_text, add_bos, max_tokens=max_tokens) if other_text else None
+    try:
+        other = make_request(loaded, other_text, add_bos, max_tokens=max_tokens) if other_text is not None else None
+    except NothingToScore as problem:
+        raise OtherTextUnusable(f"The other text cannot be scored. {problem}") from problem
     ids, other_ids = _ids(loaded, request), _ids(loaded, other) if other else None
     start = time.perf_counter()
     module = private_copy(loaded.model)

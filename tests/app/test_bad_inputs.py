@@ -59,11 +59,24 @@ def small_group_on_grpo(at: AppTest, text: str):
 
 SPECIAL = {"batches": lambda at, text: at.text_area(key="batch_text").input(text[:1000] + "\nThe cat sat."),
            "grpo prompt": small_group_on_grpo}
-# the "Compare with another version" boxes: "scored" is the comparison ("scored, warned": under the
-# sentence that the BERT does not know most of the second version's words), "sentence" one sentence in
-# its place; either way the first version's result stays on the page
-SECOND_BOXES = {"your-sentence compare": ("app_pages/your_sentence.py", second_version_on_your_sentence),
-                "masked-lm compare": ("app_pages/masked_lm.py", second_version_on_masked_lm)}
+def compared(at: AppTest) -> list[str]:
+    return [m.value for m in at.metric if m.label == COMPARED]
+
+
+def moved_by_the_step(at: AppTest) -> list[str]:
+    """One step of learning's section 4: the other text's loss before and after the step."""
+    return [m.value for m in at.markdown if "never learnt, went" in m.value]
+
+
+# the boxes of a second text (the "Compare with another version" boxes; One step of learning's other text):
+# "scored" is what the page shows of it ("scored, warned": under the sentence that the BERT does not know most of
+# the second version's words), "sentence" one sentence in its place; either way the first text's result stays on
+# the page
+SECOND_BOXES = {"your-sentence compare": ("app_pages/your_sentence.py", second_version_on_your_sentence, compared),
+                "masked-lm compare": ("app_pages/masked_lm.py", second_version_on_masked_lm, compared),
+                "gradient-step other": ("app_pages/gradient_step.py",
+                                        lambda at, text: at.text_input(key="step_other").input(text[:1000]),
+                                        moved_by_the_step)}
 # every other box of every registered lesson: (its page, how the test fills it)
 TEXT_PAGES = {surface: (lesson.page, SPECIAL.get(surface, typed(box)))
               for lesson in PATH for box in lesson.text_boxes for surface in box.surfaces
@@ -169,20 +182,21 @@ def test_text_taking_pages(case, surface):
 @pytest.mark.parametrize("case", PAGE_CASES, ids=PAGE_IDS)
 @pytest.mark.parametrize("surface", list(SECOND_BOXES))
 def test_second_version_boxes(case, surface):
-    page, fill = SECOND_BOXES[surface]
+    page, fill, second_result = SECOND_BOXES[surface]
     at = open_page(page)
     fill(at, case["text"])
     at.run(timeout=120)
     assert not at.exception, at.exception
     said = [e.value for e in at.error] + [w.value for w in at.warning]
-    compared = [m.value for m in at.metric if m.label == COMPARED]
+    shown = second_result(at)
+    assert at.metric  # the first text's result
     if case["expected"][surface].startswith("scored"):
         warned = case["expected"][surface] == "scored, warned"
-        assert compared and len(said) == warned, said
+        assert shown and len(said) == warned, said
         assert not warned or UNKNOWN_WORDS in said[0], said
         assert_finite_metrics(at)
     else:
-        assert len(said) == 1 and not compared, (said, compared)  # as the main box: one warning
+        assert len(said) == 1 and not shown, (said, shown)  # as the main box: one warning
     assert_no_live_markup(at)
 
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from lmviz.errors import LearnerError, NothingToScore
+from lmviz.errors import LearnerError, NothingToScore, OtherTextUnusable
 from lmviz.lessons.causal_lm import analyse_clm
 from lmviz.lessons.gradient_step import (
     ADAM_EPS,
@@ -350,3 +350,15 @@ def test_a_text_with_nothing_to_predict_says_so(tiny, call):
     for text in ("   ", "anna"):  # blank, and a single token
         with pytest.raises(NothingToScore):
             call(tiny, text)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "anna"])  # empty, blank, a single token
+def test_only_the_other_text_unusable_is_its_own_error_and_the_steps_alone_still_run(tiny, text):
+    """A page can tell a bad second text from a bad first one, and take the steps without the second."""
+    with pytest.raises(OtherTextUnusable) as raised:
+        sgd_steps(tiny, STORY, 1e-3, other_text=text)
+    assert str(raised.value).startswith("The other text cannot be scored. ")
+    with pytest.raises(NothingToScore) as first:  # the first text's problem comes first, and is not the other's
+        sgd_steps(tiny, "   ", 1e-3, other_text=text)
+    assert not isinstance(first.value, OtherTextUnusable)
+    assert sgd_steps(tiny, STORY, 1e-3).other is None
