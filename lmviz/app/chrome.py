@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 from lmviz.core.text import spreadsheet_safe
 from lmviz.course.glossary import link, link_first_uses
@@ -139,24 +140,35 @@ def presentation_switch() -> bool:
 
 
 DRAWN_KEY = "pages-drawn"  # session state: the url paths of the pages this session has drawn to the end
+FIRST_VISIT_KEY = "first-visit-progress"  # the progress shown while a page is drawn for the first time
 
 
 @contextlib.contextmanager
 def first_drawing(url_path: str):
-    """Around a page's run: the first time this session draws the page, a spinner with the seconds passing
-    (Streamlit shows it once the run has lasted half a second). On a server's first visit the page's imports
-    (PyTorch, transformers) and its model take seconds before the page draws anything but its title. Later runs
-    have none, so that a rerun never pushes the page down; the pinned panel says they are working."""
+    """Around a page's run: the first time this session draws the page, a running status under its title until the
+    page is drawn. On a server's first visit the page's imports (PyTorch, transformers) and its model take seconds
+    before the page draws anything but its title. It is an element of the page, drawn with the title: st.spinner
+    appears only after half a second, and a spinner inside the page cleared it when its own ended, leaving the title
+    alone again. Later runs have none, so that a rerun never pushes the page down; the pinned panel says they are
+    working."""
     drawn = st.session_state.setdefault(DRAWN_KEY, set())
     if url_path in drawn:
         yield
         return
+    slot = st.empty()
+    with slot.container(key=FIRST_VISIT_KEY):
+        st.status("Loading this lesson: the first visit after the server starts also loads PyTorch and the model, a "
+                  "few seconds.", state="running")
+    taken_over = False
     try:
-        with st.spinner("Loading this lesson: the first visit after the server starts also loads PyTorch and the "
-                        "model, a few seconds.", show_time=True):
-            yield
-    finally:  # a page stopped early (st.stop on bad input) has been drawn too: its reruns get no spinner
-        drawn.add(url_path)
+        yield
+    except RerunException:  # a newer run took over (a widget changed, or the link's inputs were written back): it
+        taken_over = True  # draws the page, and its status in this one's place, so that progress never stops
+        raise
+    finally:  # a page stopped early (st.stop on bad input) has been drawn too: its reruns get no status
+        if not taken_over:
+            slot.empty()
+            drawn.add(url_path)
 
 
 def present_params() -> dict[str, str]:
