@@ -16,10 +16,10 @@ The second table is a student's link clicked right after the teacher started the
 (every lesson of the path in its order; Your sentence alone with --quick), a fresh server (default settings,
 warm start on, weights cache warm) and a fresh chromium tab at 1280x720 that opens the lesson's address as
 soon as /_stcore/health answers. From that moment: the seconds until the page's title is on screen, until a
-progress indicator is (the first drawing's running status, a spinner, or the pinned panel's "Working…"), and until the pinned
-panel's first number. A script in the page looks every 100 ms; "progress throughout" is yes when no look
-between the title and the first number found neither progress nor a number (issue 29: title and progress
-within 1 s, the first number within 10 s with progress shown throughout), else how long it lacked both.
+progress indicator is (the first drawing's running status, a spinner, or the pinned panel's "Working…"), and
+until the pinned panel's first number. A script in the page looks every 100 ms; "progress throughout" is yes
+when no look between the title and the first number found neither progress nor a number (issue 29: title and
+progress within 1 s, the first number within 10 s with progress shown throughout), else how long it lacked both.
 
     python -m benchmarks.first_visit --home-drawn URL
 
@@ -87,9 +87,9 @@ def first_visit(chromium: str, wait: float, environment: dict[str, str]) -> tupl
 
 PANEL_NUMBER = ".st-key-result-panel [data-testid='stMetricValue']"
 # Added to the student's tab before the page loads: every 100 ms, whether the title, the first drawing's status
-# or a spinner, the pinned
-# panel's "Working…" (a ::after that CSS shows while a run is under way, after a short delay) and a pinned number
-# are on screen, with the wall-clock time in ms. Only in the top frame (the page's iframes have their own window).
+# or a spinner, the pinned panel's "Working…" (a ::after that CSS shows while a run is under way, after a short
+# delay) and a pinned number are on screen, with the wall-clock time in ms. Only in the top frame (the page's
+# iframes have their own window).
 LOOK_EVERY_100_MS = """if (window === window.top) {
   const onScreen = el => {
     if (!el || el.getClientRects().length === 0) return false;
