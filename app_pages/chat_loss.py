@@ -6,7 +6,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback, stop_without_chat_template
-from lmviz.app.chrome import intro, terms_linked
+from lmviz.app.chrome import intro, key_table, terms_linked
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code
@@ -56,6 +56,32 @@ USED_BY = {ANSWER: "lmviz: this page's and the CLI's answer-only loss",
            COMPLETION: "TRL's SFTTrainer with completion_only_loss (its default for a prompt-completion dataset); "
                        "TRL's DPOTrainer sums log p over the same tokens",
            EVERY: "TRL's SFTTrainer on a plain conversation (messages) dataset, by default"}
+
+
+# Sections 3 and 4 in the default mode, where their grids have 818 px at 1280 with the sidebar open: each column
+# a width, the long texts wrapped in rows tall enough for them (a grid wraps only rows over 4 rem), and the longest
+# headers shorter on screen, the full name under the header's "?" (a grid's header does not wrap). The download
+# and presentation mode's HTML table, which wraps, keep the full names.
+LOSSES_ROW_PX = 108
+LOSSES_COLUMNS = {
+    "labels": st.column_config.TextColumn(width=196),
+    "labels that count": st.column_config.NumberColumn(width=116),
+    "mean of the table's -log p": st.column_config.TextColumn(width=166),
+    "the model's own loss (out.loss)": st.column_config.TextColumn(
+        "out.loss", width=86, help="The model's own loss (out.loss), from its forward pass with these labels."),
+    "who counts these": st.column_config.TextColumn(width=248),
+}
+ANSWERS_ROW_PX = 66
+ANSWERS_COLUMNS = {
+    "answer": st.column_config.TextColumn(width=170),
+    "tokens counted": st.column_config.NumberColumn(width=110),
+    "Σ log p (log p of the whole answer)": st.column_config.TextColumn(
+        "Σ log p (whole answer)", width=152, help="Σ log p (log p of the whole answer)"),
+    "mean -log p (its answer-only loss)": st.column_config.TextColumn(
+        "mean -log p (answer-only loss)", width=198, help="mean -log p (its answer-only loss)"),
+    "Σ log p after the generation prompt (TRL's DPOTrainer)": st.column_config.TextColumn(
+        "Σ log p (TRL's DPOTrainer)", width=172, help="Σ log p after the generation prompt (TRL's DPOTrainer)"),
+}
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -167,7 +193,7 @@ st.subheader("2. Inputs and labels: -100 where a token does not count")
 only_counted = url_state.linked(url_state.flag("chat_only_counted"), st.toggle, "Only the positions that count")
 rows = [(r, labels[r.position + 1]) for r in result.rows]  # row t is scored on token t + 1: its label is there
 rows = [(r, label) for r, label in rows if label != IGNORE_INDEX] if only_counted else rows
-st.dataframe(pd.DataFrame({
+key_table(pd.DataFrame({
     "position": [r.position for r, _ in rows],
     "input token": [r.input_token for r, _ in rows],
     "next token": [r.target_token for r, _ in rows],
@@ -176,7 +202,7 @@ st.dataframe(pd.DataFrame({
     "counts": ["✓ yes" if label != IGNORE_INDEX else "no" for _, label in rows],
     "p(next token)": [fmt_prob(r.prob) for r, _ in rows],
     "-log p": [fmt(r.nll) for r, _ in rows],
-}), hide_index=True, height=320)
+}), "chat-loss-labels.csv", hide_index=True, height=320)
 st.caption(escape_markdown(
     f"The labels of {LABELLINGS[which]}: the input ids where a token counts and {IGNORE_INDEX} elsewhere. The model "
     "shifts them by one inside, so each row's label is the id of the next token. Every position still gets a p: "
@@ -190,13 +216,13 @@ st.markdown(
     "question. Each loss below is computed twice: as the mean of section 2's -log p over the labels that count, "
     "and by the model's own loss function (what out.loss is) with those labels.")
 shown = [w for w in LABELLINGS if result.loss(w)[0] is not None]
-st.dataframe(pd.DataFrame({
+key_table(pd.DataFrame({
     "labels": [LABELLINGS[w] for w in shown],
     "labels that count": [result.loss(w)[2] for w in shown],
     "mean of the table's -log p": [fmt(result.loss(w)[0], CHECK_DIGITS) for w in shown],
     "the model's own loss (out.loss)": [fmt(result.loss(w)[1], CHECK_DIGITS) for w in shown],
-    "who counts these": [USED_BY[w] for w in shown],  # last: the long text, not the numbers, runs off the edge
-}), hide_index=True)
+    "who counts these": [USED_BY[w] for w in shown],
+}), "chat-loss-by-labelling.csv", hide_index=True, row_height=LOSSES_ROW_PX, column_config=LOSSES_COLUMNS)
 gap = max(abs(result.loss(w)[0] - result.loss(w)[1]) for w in shown)
 st.caption(f"Largest difference: {fmt_gap(gap)} (float32 rounding).")
 if chat.completion_labels is not None:
@@ -224,7 +250,8 @@ columns = {
 with_trl = all(s.sum_logp_completion is not None for s in pair)
 if with_trl:
     columns["Σ log p after the generation prompt (TRL's DPOTrainer)"] = [fmt(s.sum_logp_completion) for s in pair]
-st.dataframe(pd.DataFrame(columns), hide_index=True)
+key_table(pd.DataFrame(columns), "chat-loss-two-answers.csv", hide_index=True, row_height=ANSWERS_ROW_PX,
+          column_config=ANSWERS_COLUMNS)
 if compared.preferred == "neither":
     st.markdown("The model gives both answers the same probability.")
 else:

@@ -1,5 +1,6 @@
 """On a 1280×720 projector, in the default mode (sidebar open) and in presentation mode (sidebar folded), every
-table of the Batches and the Toy example pages fits its container: no number hides behind a horizontal scroll.
+table of the Batches, Toy example, Chat fine-tuning loss and Next token pages fits its container: no number hides
+behind a horizontal scroll, and presenting, Chat fine-tuning loss's and Next token's are at the body text's size.
 Left padding's grid shows the short sentences' real tokens, and a click on the Toy editor's header leaves its
 rows in order."""
 
@@ -137,3 +138,65 @@ def test_a_click_on_the_toy_editors_header_keeps_its_rows_in_order(projector, se
     # the cells under the header still take a click: the first row's cell is selected
     projector.mouse.click(box["x"] + box["width"] * 0.3, header_y + box["height"] / 6)
     expect(editor.locator("[id^='glide-cell-'][id$='-0'][aria-selected='true']")).to_have_count(1)
+
+
+# Each visible table of the main area: where its rightmost cell ends (an st.table's th/td as laid out; a glide
+# grid's columns as wide as its .dvn-scroller scrolls, from the scroller's left edge), the main column's content
+# edge, and an st.table's smallest cell text.
+TABLE_EDGES = """() => {
+  const block = document.querySelector('[data-testid=stMainBlockContainer]');
+  const edge = block.getBoundingClientRect().right - parseFloat(getComputedStyle(block).paddingRight);
+  return [...document.querySelectorAll('[data-testid=stMain] [data-testid=stDataFrame], '
+                                       + '[data-testid=stMain] [data-testid=stTable]')]
+    .filter(t => t.offsetParent !== null && t.getBoundingClientRect().width > 0)
+    .map(t => {
+      const cells = [...t.querySelectorAll('th, td')], scroller = t.querySelector('.dvn-scroller');
+      const right = scroller ? scroller.getBoundingClientRect().left + scroller.scrollWidth
+                             : Math.max(...cells.map(c => c.getBoundingClientRect().right));
+      return {kind: t.dataset.testid, right: Math.round(right), edge: Math.round(edge),
+              font_px: scroller ? null : Math.min(...cells.map(c => parseFloat(getComputedStyle(c).fontSize))),
+              head: t.innerText.replace(/\\s+/g, ' ').slice(0, 40)};
+    });
+}"""
+BODY_PX = ("parseFloat(getComputedStyle(document.querySelector("
+           "'[data-testid=stMain] [data-testid=stMarkdownContainer] p')).fontSize)")
+
+
+def table_edges(tab) -> list[dict]:
+    return tab.evaluate(TABLE_EDGES)
+
+
+def assert_tables_fit(tab, mode: str, at_least: int) -> list[dict]:
+    """Every visible table's cells end inside the main column (and so inside 1280 px), nothing scrolls sideways;
+    in presentation mode each is an st.table whose text is at least the body text's size."""
+    sidebar = tab.locator("[data-testid='stSidebar']").bounding_box()["width"]
+    assert sidebar >= 250 if mode == "default" else sidebar == 0, (mode, sidebar)  # open, or folded
+    tables = table_edges(tab)
+    assert len(tables) >= at_least, tables
+    assert overflowing(tab) == [], (mode, overflowing(tab))
+    for table in tables:
+        assert table["right"] <= min(table["edge"], 1280) + 1, (mode, table)
+    if mode == "presentation":
+        body = tab.evaluate(BODY_PX)
+        for table in tables:
+            assert table["kind"] == "stTable" and table["font_px"] >= body >= 24, (table, body)
+    return tables
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_chat_loss_tables_fit_a_projector(projector, server, mode):
+    """Chat fine-tuning loss: section 2's labels, section 3's losses (with who uses each labelling, the long
+    text) and section 4's two answers, each whole within 1280 px, at the body text's size when presenting."""
+    open_page(projector, server, "chat-loss", mode)
+    for header in ("input token", "mean of the table's -log p", "tokens counted"):  # sections 2, 3, 4
+        table = projector.locator(VISIBLE_TABLES, has_text=header)
+        expect(table).to_have_count(1, timeout=120_000)
+    settle(projector)
+    assert_tables_fit(projector, mode, at_least=3)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_next_tokens_table_fits_a_projector(projector, server, mode):
+    open_page(projector, server, "next-token", mode)
+    expect(projector.locator(VISIBLE_TABLES, has_text="logit z")).to_have_count(1, timeout=120_000)
+    assert_tables_fit(projector, mode, at_least=1)
