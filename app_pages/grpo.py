@@ -182,6 +182,9 @@ except NotEnoughMemory as problem:
     st.stop()
 group_key = (prompt, int(size), int(seed), float(temperature), int(limit))
 scores = rewards(group, rule)
+with panel:  # the group's count at once; the step's numbers beside it once the step is taken (seconds more)
+    right, clipped, up, down = st.columns(4)
+    right.metric("Rewarded answers", f"{sum(r > 0 for r in scores)} of {group.size}")
 scaled = {how: advantages(scores, how) for how in SCALINGS}
 loaded = scorer.loaded
 
@@ -261,19 +264,16 @@ def mean_change(indices: list[int]) -> float:
     return math.fsum(step.answer_logps_after[i] - step.answer_logps_before[i] for i in indices) / len(indices)
 
 
-with panel:
-    right, clipped, up, down = st.columns(4)
-    right.metric("Rewarded answers", f"{len(rewarded)} of {group.size}")
-    clipped.metric("Clipped after the step", f"{after.clipped_count} of {after.token_count}",
-                   help="The answer tokens where the min takes clip(r)·A, whose gradient is 0, of all the group's "
-                        "answer tokens. Before the step: none.")
-    if rewarded:
-        up.metric("log π change, rewarded", fmt_signed(mean_change(rewarded)),
-                  help="Σ log π over the answer's tokens, after the step minus before, averaged over the rewarded "
-                       "answers.")
-    if others:
-        down.metric("log π change, others", fmt_signed(mean_change(others)),
-                    help="The same over the answers without a reward.")
+clipped.metric("Clipped after the step", f"{after.clipped_count} of {after.token_count}",
+               help="The answer tokens where the min takes clip(r)·A, whose gradient is 0, of all the group's "
+                    "answer tokens. Before the step: none.")
+if rewarded:
+    up.metric("log π change, rewarded", fmt_signed(mean_change(rewarded)),
+              help="Σ log π over the answer's tokens, after the step minus before, averaged over the rewarded "
+                   "answers.")
+if others:
+    down.metric("log π change, others", fmt_signed(mean_change(others)),
+                help="The same over the answers without a reward.")
 
 shown = st.selectbox("Answer shown token by token (here and in section 5)", range(group.size),
                      format_func=lambda i: answer_label(i, scores[i]), key="grpo_answer")
