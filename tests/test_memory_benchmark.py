@@ -41,14 +41,23 @@ def test_quick_run_measures_each_page_in_a_real_browser():
     run = subprocess.run([sys.executable, "-m", "benchmarks.memory", "--quick"], cwd=ROOT, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
-    rows = dict(re.findall(r"^\| (.+?) \| .*?\| \**([\d ]+) MB\** \|$", run.stdout, re.M))
-    megabytes = {stage: int(value.replace(" ", "")) for stage, value in rows.items()}
+    # each row of the table: the stage, the model the page names, then VmRSS and VmHWM (the peak while it ran) in MB
+    table = [[cell.strip() for cell in line.strip("|").split("|")] for line in run.stdout.splitlines()
+             if line.startswith("| ") and not line.startswith("| after opening")]
+    megabytes = {stage: [int(value.strip("*").removesuffix(" MB").replace(" ", "")) if value else None
+                         for value in values] for stage, _model, *values in table}
     assert list(megabytes) == ["server started", "Home", "Your sentence", "Masked LM", "**peak (VmHWM)**",
                                "of the last row, not file-backed (RssAnon)"]
     pages = [megabytes[stage] for stage in ("server started", "Home", "Your sentence", "Masked LM")]
-    assert 0 < pages[0] < pages[-1] <= megabytes["**peak (VmHWM)**"]
-    assert max(pages) <= megabytes["**peak (VmHWM)**"]
-    assert 0 < megabytes["of the last row, not file-backed (RssAnon)"] <= pages[-1]
+    rss, hwm = [page[0] for page in pages], [page[1] for page in pages]
+    peak = megabytes["**peak (VmHWM)**"]
+    assert peak[0] is None and peak[1] == max(hwm)
+    assert 0 < rss[0] < rss[-1] <= peak[1]
+    # a row's VmHWM is the peak while its page ran: never below the VmRSS read with it
+    assert all(now <= high for now, high in zip(rss, hwm))
+    anonymous = megabytes["of the last row, not file-backed (RssAnon)"]
+    assert 0 < anonymous[0] <= rss[-1] and anonymous[1] is None
     # each page was opened with its default model, as the page itself names it
     assert re.search(r"^\| Your sentence \| SmolLM2-135M-Instruct \|", run.stdout, re.M)
     assert re.search(r"^\| Masked LM \| lmviz-tiny-bert \|", run.stdout, re.M)
+    assert "LMVIZ_LOW_MEMORY=1 peak" in run.stdout and "float32 peak" not in run.stdout
