@@ -152,10 +152,10 @@ def first_drawing(url_path: str):
     alone again. Later runs have none, so that a rerun never pushes the page down; the pinned panel says they are
     working."""
     drawn = st.session_state.setdefault(DRAWN_KEY, set())
-    if url_path in drawn:
+    slot = st.empty()  # on every run, so that the page's elements keep their places: shifted by one, each element
+    if url_path in drawn:  # is drawn anew in the browser (a grid then lost the cell the learner had selected)
         yield
         return
-    slot = st.empty()
     with slot.container(key=FIRST_VISIT_KEY):
         st.status("Loading this lesson: the first visit after the server starts also loads PyTorch and the model, a "
                   "few seconds.", state="running")

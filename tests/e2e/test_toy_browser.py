@@ -79,3 +79,21 @@ def test_chart_labels_never_overlap_and_text_is_at_least_14_px(chromium_tab, wid
         inside = [left - 1 <= a[0] and a[2] <= right + 1 and top - 1 <= a[1] and a[3] <= bottom + 1 for a in labels]
         assert all(inside), name
         assert min(size for _, size in drawn["sizes"]) >= 14, (name, drawn["sizes"])
+
+
+def test_edits_in_a_row_at_1280x720_on_a_page_drawn_for_the_first_time_each_reach_the_loss(browser, server):
+    """The first drawing's progress keeps its place on every run: when a rerun left it out, every element after it
+    moved up one place and was drawn anew, and the grid lost the cell the learner was typing into."""
+    from playwright.sync_api import expect
+
+    tab = browser.new_page(viewport={"width": 1280, "height": 720})
+    tab.goto(f"{server}/toy")  # a new session: the page's first drawing
+    tab.wait_for_selector(".js-plotly-plot g.trace", timeout=120_000)
+    tab.wait_for_function(SETTLED, timeout=120_000)
+    edits = {}
+    for typed in ("0.004", "0.002", "0.003"):
+        type_into_editor(tab, 0, "I", typed)
+        edits = {0: {"I": float(typed)}}
+        expect(tab.locator(LOSS_METRIC)).to_have_text(fmt(by_hand(edits)["loss"]), timeout=60_000)
+        tab.wait_for_function(SETTLED, timeout=60_000)
+    tab.close()
