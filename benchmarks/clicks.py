@@ -131,7 +131,10 @@ def measure(url: str, chromium: str, repeats: int, pages: list[str]) -> list[Row
             tab.locator(PANEL_NUMBER).first.wait_for(timeout=180_000)
             settled(tab)
             opened = time.perf_counter() - start
-            times = [click_once(tab, act, 1000 * len(rows) + i) for i in range(repeats)]
+            try:
+                times = [click_once(tab, act, 1000 * len(rows) + i) for i in range(repeats)]
+            except Exception as error:
+                raise RuntimeError(f"{title}: its main action did not end as expected") from error
             rows.append(Row(path, opened, [r for r, _ in times], [d for _, d in times]))
         browser.close()
     return rows
