@@ -98,6 +98,44 @@ def reset_peak(pid: int) -> None:
             continue  # a child that ended between the listing and the write
 
 
+class MemoryLimit:
+    """A memory cgroup (the cgroup v1 controller, at /sys/fs/cgroup/memory; root only) that holds the server, with
+    the limit a container host enforces (`docker run --memory`, a Kubernetes limit). The kernel counts the page
+    cache of the server's mapped weight files in it too, but reclaims those clean pages before it kills anything:
+    what must fit is the memory that cannot be dropped and read again. The server joins it as soon as it answers
+    (the ~76 MB it has then stay counted outside: this kernel refuses memory.move_charge_at_immigrate)."""
+
+    ROOT = Path("/sys/fs/cgroup/memory")
+
+    def __init__(self, limit_mb: float):
+        self.limit_mb = limit_mb
+        self.path = self.ROOT / f"lmviz-memory-benchmark-{os.getpid()}-{time.monotonic_ns()}"
+        self.path.mkdir()
+        (self.path / "memory.limit_in_bytes").write_text(str(int(limit_mb * 1e6)))
+
+    @staticmethod
+    def drop_page_cache() -> None:
+        """Empty the kernel's page cache, so that the weight files the server reads are charged to its cgroup, as in
+        a fresh container (a file's pages count where they were first read: this script has just written or read
+        them)."""
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("1")
+
+    def hold(self, pid: int) -> None:
+        for member in process_tree(pid):
+            (self.path / "cgroup.procs").write_text(str(member))
+
+    def report(self) -> str:
+        peak = int((self.path / "memory.max_usage_in_bytes").read_text()) / 1e6
+        reached = int((self.path / "memory.failcnt").read_text())
+        control = dict(line.split() for line in (self.path / "memory.oom_control").read_text().splitlines())
+        return (f"peak {mb(peak)} of the {mb(self.limit_mb)} limit (page cache included), the limit reached "
+                f"{reached:,} times (pages reclaimed), processes killed for memory: {control.get('oom_kill', '?')}")
+
+    def close(self) -> None:
+        self.path.rmdir()  # empty by now: the server has ended
+
+
 # --- a bert-base-uncased-sized BERT, where `python -m lmviz prepare` would put the real one -------------------
 
 
@@ -216,14 +254,18 @@ def grpo_again(tab, url: str, title: str) -> tuple[str, str]:
            f"tokens after a {prompt}-token prompt), after everything", model
 
 
-def measure(chromium: str, environment: dict[str, str], quick: bool) -> list[tuple]:
+def measure(chromium: str, environment: dict[str, str], quick: bool, limit: MemoryLimit | None = None) -> list[tuple]:
     """[(stage, model named on the page, VmRSS MB, VmHWM MB, RssAnon MB)] for one fresh server: after its start, then
     after each page (only QUICK_PAGES when quick), then (not when quick) after One step of learning and GRPO again;
-    each VmHWM is the peak since the row before."""
+    each VmHWM is the peak since the row before. With ``limit``, the server runs in that memory cgroup."""
     from playwright.sync_api import sync_playwright
 
+    if limit is not None:
+        limit.drop_page_cache()
     with environment_set(environment), running_server(ROOT / "artifacts" / "memory-benchmark.log") as url:
         pid = server_pid()  # before Playwright starts its own children
+        if limit is not None:
+            limit.hold(pid)
         with sync_playwright() as p:
             rows = [("server started", "", *resident_mb(pid))]
             browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
@@ -272,7 +314,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="three pages, LMVIZ_LOW_MEMORY=1 only, tiny BERT (CI)")
     parser.add_argument("--tiny-bert", action="store_true", help="the BERT pages use lmviz's tiny BERT")
+    parser.add_argument("--limit-mb", type=float, metavar="MB",
+                        help="run each server in a memory cgroup of this limit, as a container host does (root, "
+                             "cgroup v1), and report whether it was reached and anything killed")
     args = parser.parse_args()
+    if args.limit_mb is not None and not (MemoryLimit.ROOT.is_dir() and os.access(MemoryLimit.ROOT, os.W_OK)):
+        parser.error(f"--limit-mb needs a writable cgroup v1 memory controller at {MemoryLimit.ROOT} (and root)")
     chromium = shutil.which("chromium")
     if chromium is None:
         print("chromium is not installed (apt-get install chromium): nothing measured.")
@@ -289,8 +336,23 @@ def main() -> None:
           f"{'' if args.quick else ', then One step of learning and RL fine-tuning (GRPO) again'}; "
           f"this machine: {os.cpu_count()} CPUs, no GPU used.\n")
     start = time.perf_counter()
-    results = {name: measure(chromium, {**environment, **setting}, args.quick) for name, setting in settings}
+    results, limits = {}, {}
+    for name, setting in settings:
+        limit = MemoryLimit(args.limit_mb) if args.limit_mb is not None else None
+        try:
+            results[name] = measure(chromium, {**environment, **setting}, args.quick, limit)
+            if limit is not None:
+                limits[name] = limit.report()
+        except Exception:
+            if limit is not None:  # the server killed for memory, most likely: say what the cgroup saw
+                print(f"{name}: the server did not get through every page in its memory cgroup; {limit.report()}.")
+            raise
+        finally:
+            if limit is not None:
+                limit.close()
     print_table(results)
+    for name, report in limits.items():
+        print(f"\n{name}, the server in a memory cgroup: every page opened and scored; {report}.")
     print()
     for name, rows in results.items():
         peak = max(row[3] for row in rows)

@@ -9,7 +9,7 @@ import sys
 import psutil
 import pytest
 
-from benchmarks.memory import resident_mb
+from benchmarks.memory import MemoryLimit, resident_mb
 from scripts.live_server import ROOT
 
 CHILD_MB = 200
@@ -61,3 +61,23 @@ def test_quick_run_measures_each_page_in_a_real_browser():
     assert re.search(r"^\| Your sentence \| SmolLM2-135M-Instruct \|", run.stdout, re.M)
     assert re.search(r"^\| Masked LM \| lmviz-tiny-bert \|", run.stdout, re.M)
     assert "LMVIZ_LOW_MEMORY=1 peak" in run.stdout and "float32 peak" not in run.stdout
+
+
+@pytest.mark.skipif(not os.access(MemoryLimit.ROOT, os.W_OK), reason="needs a writable cgroup v1 memory controller")
+@pytest.mark.parametrize("held_mb, killed", [(100, 0), (400, 1)])
+def test_a_memory_limit_holds_a_process_and_reports_what_the_kernel_did(held_mb, killed):
+    """--limit-mb's cgroup: a process in it within the limit is left alone; over it, the kernel kills it."""
+    limit = MemoryLimit(250)
+    try:
+        child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline(); "
+                                  f"block = bytearray(b'x') * {held_mb * 10**6}; print('ready', flush=True)"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        limit.hold(child.pid)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert (child.stdout.readline().strip() == "ready") == (killed == 0)
+        child.wait(timeout=30)
+        report = limit.report()
+        assert f"processes killed for memory: {killed}" in report and "of the 250 MB limit" in report
+    finally:
+        limit.close()
