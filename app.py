@@ -3,9 +3,11 @@
 Run with:  streamlit run app.py
 """
 
+import contextlib
+
 import streamlit as st
 
-from lmviz.app.chrome import first_drawing, page_style, presentation_switch
+from lmviz.app.chrome import PageStopped, first_drawing, page_style, presentation_switch
 from lmviz.app.path import land_at_top, lesson_footer, lesson_header
 from lmviz.app.warm import warm_start
 from lmviz.course.registry import PATH
@@ -30,8 +32,9 @@ lesson = next((lesson for lesson in PATH if pages[lesson.url_path] is page), Non
 if lesson:
     lesson_header(lesson)
 try:
-    with first_drawing(page.url_path):
+    # a page stopped early on bad input (stop_page) is drawn up to its sentence, and the way on is still shown
+    with first_drawing(page.url_path), contextlib.suppress(PageStopped):
         page.run()
-finally:  # also after a page stopped early (st.stop) on bad input: the way on is still shown
+finally:
     if lesson:
         lesson_footer(lesson)

@@ -5,7 +5,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import default_scorer, scored_with_cpu_fallback
-from lmviz.app.chrome import intro, key_table, term
+from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code
@@ -114,7 +114,7 @@ try:
     sequences = encode_sentences(tokenizer, text.splitlines())
 except NothingToScore as problem:
     show_problem(problem)
-    st.stop()
+    stop_page()
 start_id, end_id = sequences[0][0], end_token_id(tokenizer)
 pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end_id
 try:
@@ -122,10 +122,10 @@ try:
         scorer, lambda s: score_batches(s, s.cache_key, text, sequences, pad_id, end_id))
 except NothingToScore as problem:  # more text than this visitor's fair share
     show_problem(problem, panel)
-    st.stop()
+    stop_page()
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try fewer or shorter sentences.", panel)
-    st.stop()
+    stop_page()
 loaded = scorer.loaded
 sentences = [line.strip() for line in text.splitlines() if line.strip()]
 names = [f"sentence {n + 1}" for n in range(len(sequences))]
@@ -199,10 +199,10 @@ try:
         scorer, lambda s: accumulate(s, s.cache_key, text, sequences, pad_id, min(int(micro), len(sequences))))
 except NothingToScore as problem:
     show_problem(problem)
-    st.stop()
+    stop_page()
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try fewer or shorter sentences.")
-    st.stop()
+    stop_page()
 key_table(pd.DataFrame({
     "micro-batch": [("sentence " if len(part) == 1 else "sentences ") + ", ".join(str(i + 1) for i in part)
                     for part in accumulation.micro_batches],

@@ -6,7 +6,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback, stop_without_chat_template
-from lmviz.app.chrome import intro, key_table, terms_linked
+from lmviz.app.chrome import intro, key_table, stop_page, terms_linked
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code
@@ -144,10 +144,10 @@ try:
     scorer, result = scored_with_cpu_fallback(scorer, lambda s: get_analysis(s, s.cache_key, user, answer, system))
 except (NothingToScore, ChatTemplateError, BadInput) as problem:  # in the pinned panel: on screen with the boxes
     show_problem(problem, panel)
-    st.stop()
+    stop_page()
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try shorter messages.", panel)
-    st.stop()
+    stop_page()
 chat = result.chat
 
 # TRL's split needs the prompt's tokens to be the start of the conversation's; where they are not, it is not offered
@@ -236,10 +236,10 @@ try:
         scorer, lambda s: get_comparison(s, s.cache_key, user, answer, other, system))
 except (NothingToScore, ChatTemplateError, BadInput) as problem:
     show_problem(problem)
-    st.stop()
+    stop_page()
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try shorter answers.")
-    st.stop()
+    stop_page()
 pair = (compared.chosen, compared.rejected)
 columns = {
     "answer": [s.answer for s in pair],

@@ -5,7 +5,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, one_step_at_a_time, scored_with_cpu_fallback
-from lmviz.app.chrome import intro, key_table, term
+from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -97,10 +97,10 @@ try:
                 scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), None))
 except (NothingToScore, BadInput) as problem:  # in the pinned panel: on screen with the box
     show_problem(problem, panel)
-    st.stop()
+    stop_page()
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try a shorter text.", panel)
-    st.stop()
+    stop_page()
 
 losses = result.losses
 with panel:

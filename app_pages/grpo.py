@@ -11,7 +11,7 @@ from lmviz.app.choosers import (
     scored_with_cpu_fallback,
     stop_without_chat_template,
 )
-from lmviz.app.chrome import intro, key_table, term
+from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code
@@ -176,10 +176,10 @@ try:
             scorer, lambda s: get_group(s, s.cache_key, prompt, int(size), int(seed), float(temperature), int(limit)))
 except (NothingToScore, ChatTemplateError, BadInput) as problem:  # in the pinned panel: on screen with the boxes
     show_problem(problem, panel)
-    st.stop()
+    stop_page()
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try a smaller group or fewer tokens.", panel)
-    st.stop()
+    stop_page()
 group_key = (prompt, int(size), int(seed), float(temperature), int(limit))
 scores = rewards(group, rule)
 with panel:  # the group's count at once; the step's numbers beside it once the step is taken (seconds more)
@@ -251,10 +251,10 @@ try:
             float(beta)))
 except BadInput as problem:
     show_problem(problem, panel)
-    st.stop()
+    stop_page()
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try a smaller group or fewer tokens.", panel)
-    st.stop()
+    stop_page()
 before, after = step.before, step.after
 rewarded = [i for i, r in enumerate(scores) if r > 0]
 others = [i for i, r in enumerate(scores) if r <= 0]

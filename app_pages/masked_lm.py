@@ -3,7 +3,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import choose_bert
-from lmviz.app.chrome import intro, key_table, term
+from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code, show_masked_tokens, warn_unknown_words
@@ -108,7 +108,7 @@ def masked_at_random():
     except NothingSelected as problem:
         show_problem(problem)
         st.button("Mask one position", on_click=lambda: st.session_state.update(mlm_force_one=text))
-        st.stop()
+        stop_page()
 
 
 def masked_where_chosen():
@@ -168,7 +168,7 @@ try:
     result = masked_at_random() if mode == RANDOM else masked_where_chosen()
 except NothingToScore as problem:
     show_problem(problem)
-    st.stop()
+    stop_page()
 
 known = unknown_words(loaded.tokenizer, text)
 with panel, st.container(gap=None):  # no gap above the metrics: the panel stays short

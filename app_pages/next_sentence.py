@@ -6,7 +6,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import choose_bert
-from lmviz.app.chrome import intro, key_table, term
+from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code, warn_unknown_words
@@ -65,7 +65,7 @@ try:
     result = analyse_nsp(loaded, sentence_a, sentence_b, follows)
 except NothingToScore as problem:
     show_problem(problem)
-    st.stop()
+    stop_page()
 
 known = unknown_words(loaded.tokenizer, sentence_a, sentence_b)
 with panel, st.container(gap=None):  # no gap above the metrics: the panel stays short

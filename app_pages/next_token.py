@@ -3,7 +3,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
-from lmviz.app.chrome import intro, key_table, term
+from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -108,10 +108,10 @@ try:
     scorer, logits = scored_with_cpu_fallback(scorer, lambda s: get_logits(s, s.cache_key, text, add_bos))
 except NothingToScore as problem:  # said in the pinned panel, where the result would be: on screen with the box
     show_problem(problem, panel)
-    st.stop()
+    stop_page()
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try a shorter text.", panel)
-    st.stop()
+    stop_page()
 loaded, tokenizer = scorer.loaded, scorer.loaded.tokenizer
 shown = distribution(logits, tokenizer, temperature, DEFAULT_TOP_K)
 top_ids = [c.token_id for c in shown.top]

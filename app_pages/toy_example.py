@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app import url_state
-from lmviz.app.chrome import chart_font_px, intro, key_table, term
+from lmviz.app.chrome import chart_font_px, intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -112,7 +112,7 @@ try:
     probs, rescaled = toy.check_probability_table(edited.to_numpy(dtype=float))
 except ValueError as problem:
     show_problem(problem, kind="error")
-    st.stop()
+    stop_page()
 table = edited.to_numpy(dtype=float)
 url_state.write(EDITS, {(t, word): float(table[t, w]) for t in range(len(toy.PROBABILITIES))
                         for w, word in enumerate(toy.VOCAB) if table[t, w] != toy.PROBABILITIES[t][w]})

@@ -4,7 +4,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import forget_trained_models, keep_trained_model
-from lmviz.app.chrome import intro, term, terms_linked
+from lmviz.app.chrome import intro, stop_page, term, terms_linked
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -198,7 +198,7 @@ if trainer is None or (settings_changed and (start or trainer.step == 0)):
     except ValueError as problem:
         if start:
             show_problem(problem, kind="error")
-            st.stop()
+            stop_page()
         show_problem(f"Nothing to train yet: {problem}", headline, kind="caption")
     else:
         st.session_state.update(trainer=trainer, trainer_settings=settings)

@@ -10,6 +10,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.caches import get_batcher, load_bert_once, process_fair_share, session_id, usual_berts
+from lmviz.app.chrome import stop_page
 from lmviz.app.problems import problem_for_visitor, show_problem
 from lmviz.core.text import escape_markdown
 from lmviz.errors import NotEnoughMemory
@@ -97,7 +98,7 @@ def _bert_or_tiny(name: str, folders_allowed: bool) -> LoadedModel:
     except Exception as error:  # also what a model folder or download throws: one sentence, not a traceback
         show_problem(problem_for_visitor(name, error), kind="error")
     if name == TINY_BERT:
-        st.stop()
+        stop_page()
     st.info(f"Using lmviz's own tiny BERT, {TINY_BERT}, instead.")
     return _bert_or_tiny(TINY_BERT, folders_allowed)
 
@@ -150,7 +151,7 @@ def causal_lm_or_fallback(name: str, device: str, dtype: str, token: str | None)
                          icon=":material/swap_horiz:")
     if batcher is None:
         show_problem(problem, kind="error")
-        st.stop()
+        stop_page()
     return batcher
 
 
@@ -225,7 +226,7 @@ def stop_without_chat_template(scorer: CausalScorer, why: str) -> None:
     advice = ("The model asked for could not be loaded here (see above), and no chat model could take its place."
               if fell_back else "Choose a chat model under Model above, such as the bundled SmolLM2-135M-Instruct.")
     st.warning(escape_markdown(f"{loaded.name}'s tokenizer has no chat template, so {why}. {advice}"))
-    st.stop()
+    stop_page()
 
 
 @st.cache_resource

@@ -5,6 +5,7 @@ included, which would otherwise wait seconds for torch and transformers to impor
 from __future__ import annotations
 
 import contextlib
+from typing import NoReturn
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
@@ -67,6 +68,7 @@ RESULT_PANEL = "result-panel"  # the container key; Streamlit gives it the CSS c
 WORKING = "Working… the numbers struck through are from before"
 WORKING_AFTER_S = 0.3
 PHONE_PX = 640  # Streamlit stacks columns below 640 px
+FIRST_VISIT_CODE = "first-visit-code"  # hidden elements whose code the browser loads while the progress shows
 
 
 # The headline result of every page is pinned under Streamlit's header (3.75 rem): whatever the
@@ -84,6 +86,7 @@ PAGE_CSS = f"""<style>
 .st-key-{RESULT_PANEL} {{ background: var(--background-color, #fff); border-bottom: 2px solid rgba(49, 51, 63, 0.2);
   padding-bottom: 0.25rem; position: relative; }}
 [data-testid="stHeader"] {{ background: var(--background-color, #fff); }}
+.st-key-{FIRST_VISIT_CODE} {{ display: none; }}
 [data-test-script-state="running"] .st-key-{RESULT_PANEL}::after {{ content: "{WORKING}"; position: absolute;
   bottom: -1.3rem; right: 0; padding: 0.1rem 0.6rem; border: 2px dashed #31333f; border-radius: 0.4rem;
   background: #fff8d6; color: #31333f; font-weight: 600; opacity: 0;
@@ -139,6 +142,17 @@ def presentation_switch() -> bool:
     return on
 
 
+class PageStopped(Exception):
+    """Raised by stop_page; app.py ends the page there and still draws what comes after it."""
+
+
+def stop_page() -> NoReturn:
+    """Ends the page's script here, after bad input has been said in a sentence. In place of st.stop(), which ends
+    the whole run: every element after it raises again, so the lesson's Previous / Next links were not drawn and a
+    first visit's "Loading this lesson" status stayed on screen beside the sentence."""
+    raise PageStopped
+
+
 DRAWN_KEY = "pages-drawn"  # session state: the url paths of the pages this session has drawn to the end
 FIRST_VISIT_KEY = "first-visit-progress"  # the progress shown while a page is drawn for the first time
 
@@ -159,13 +173,17 @@ def first_drawing(url_path: str):
     with slot.container(key=FIRST_VISIT_KEY):
         st.status("Loading this lesson: the first visit after the server starts also loads PyTorch and the model, a "
                   "few seconds.", state="running")
+        # Hidden. The browser fetches the code of a kind of element the first time it meets one: without this, the
+        # status went with the run and the pinned numbers came up to a second later, with neither on screen.
+        with st.container(key=FIRST_VISIT_CODE):
+            st.metric("Loading", "…", label_visibility="collapsed")
     taken_over = False
     try:
         yield
     except RerunException:  # a newer run took over (a widget changed, or the link's inputs were written back): it
         taken_over = True  # draws the page, and its status in this one's place, so that progress never stops
         raise
-    finally:  # a page stopped early (st.stop on bad input) has been drawn too: its reruns get no status
+    finally:  # a page stopped early (stop_page on bad input) has been drawn too: its reruns get no status
         if not taken_over:
             slot.empty()
             drawn.add(url_path)

