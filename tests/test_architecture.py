@@ -188,6 +188,15 @@ def test_pages_get_their_models_through_the_app_layer():
         assert not imports_of(page, set(MODULES)) & MODEL_LOADING, f"{page.name} loads models itself: use lmviz.app"
 
 
+def test_no_page_ends_its_run_with_st_stop():
+    """st.stop() ends the whole run, app.py's part after the page included (the lesson's Previous / Next links, the
+    end of a first visit's progress); a page stops on bad input with lmviz.app.chrome.stop_page."""
+    for path in [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py")), *sorted((PACKAGE / "app").glob("*.py"))]:
+        calls = [node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
+                 and ast.unparse(node.func) in ("st.stop", "streamlit.stop")]
+        assert not calls, f"{path.name} calls st.stop() on line {calls[0].lineno}: use stop_page()"
+
+
 SERVING_INSIDES = {"lmviz.serving.batcher", "lmviz.serving.scoring", "lmviz.serving.fair_share", "lmviz.app.caches"}
 
 
