@@ -142,8 +142,9 @@ def presentation_switch() -> bool:
     return on
 
 
-class PageStopped(Exception):
-    """Raised by stop_page; app.py ends the page there and still draws what comes after it."""
+class PageStopped(BaseException):
+    """Raised by stop_page; app.py ends the page there and still draws what comes after it. A BaseException, as
+    Streamlit's own StopException is, so that a page's ``except Exception`` around a load never swallows it."""
 
 
 def stop_page() -> NoReturn:
