@@ -77,6 +77,7 @@ def next_sample() -> None:
 
 
 panel = result_panel()
+url_state.reset_button()
 st.button("A story the model knows", help="A held-out story from lmviz's generated corpus", on_click=next_sample)
 text = url_state.linked(url_state.text("mlm_text", corpus_samples()[0], MAX_CHARS), st.text_area, "Text",
                         max_chars=MAX_CHARS)
@@ -132,7 +133,7 @@ BOTH_MASKED = ("Both versions are masked at the same places: the tokens you chos
 
 
 def known_second_version() -> None:
-    st.session_state["mlm_text_b"] = a_variant(corpus_samples()[0], {})
+    st.session_state["mlm_text_b"] = a_variant(corpus_samples()[0])
 
 
 def compare_versions(result, tokens: dict[int, str], chosen: list[int]) -> None:
@@ -140,7 +141,7 @@ def compare_versions(result, tokens: dict[int, str], chosen: list[int]) -> None:
     against the first. A second text with nothing to mask gets the main box's sentence."""
     if not url_state.linked(url_state.flag("mlm_compare"), st.toggle, "Compare with another version"):
         return
-    second = url_state.linked(url_state.text("mlm_text_b", a_variant(text, {}), MAX_CHARS), st.text_area,
+    second = url_state.linked(url_state.text("mlm_text_b", a_variant(text), MAX_CHARS), st.text_area,
                               "Second version", max_chars=MAX_CHARS)
     tokens_b = maskable_positions(loaded.tokenizer, second)
     mapped = positions_in_b(tokens, tokens_b, chosen)

@@ -40,7 +40,6 @@ from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
-SWAPS = {"Paris": "Berlin"}  # the second box's first text, for the default sentence: the issue's own example
 START_LABEL = "Start with a start-of-text token"
 
 
@@ -110,6 +109,7 @@ intro(
 
 scorer = choose_causal_lm()
 panel = result_panel()
+url_state.reset_button()
 text = url_state.linked(url_state.text("text", DEFAULT_TEXT, MAX_CHARS), st.text_area, "Your text",
                         max_chars=MAX_CHARS)
 add_bos = url_state.linked(
@@ -130,7 +130,7 @@ comparing = url_state.linked(
     help="A second text, scored by the same model: both losses, their difference split into the tokens whose -log p "
          "changed and the different number of tokens scored, and the two texts' tokens side by side.")
 if comparing:
-    url_state.linked(url_state.text("sentence_b", a_variant(text, SWAPS), MAX_CHARS), st.text_area,
+    url_state.linked(url_state.text("sentence_b", a_variant(text), MAX_CHARS), st.text_area,
                      "Second version", max_chars=MAX_CHARS)
     comparison_slot = st.container()  # filled once the first version is scored: directly under its box
 

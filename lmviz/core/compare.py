@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from itertools import zip_longest
 
+from lmviz.core.corpus import ANIMALS, FEELINGS, FOODS, PLACES
 from lmviz.core.numbers import LOSS_DIGITS, fmt
 
 SAME, CHANGED, ONLY_A, ONLY_B = "same", "changed", "only in the first", "only in the second"
@@ -132,17 +133,31 @@ def positions_in_b(maskable_a: dict[int, str], maskable_b: dict[int, str], chose
             if i is not None and j is not None and positions_a[i] in chosen]
 
 
-def a_variant(text: str, swaps: dict[str, str]) -> str:
-    """``text`` with its last word swapped: by ``swaps`` ({"Paris": "Berlin"}), else for the text's
-    first word that differs from it. What the second box starts with; the learner edits it."""
-    words = re.findall(r"\w+", text)
-    if not words:
-        return text
-    last = words[-1]
-    other = swaps.get(last) or next((w for w in words if w.lower() != last.lower()), last)
-    start = text.rindex(last)
-    return text[:start] + other + text[start + len(last):]
+# What a second version starts with: the text with one word changed for another of its kind, so that it stays a
+# sentence: a tense, a pronoun, an opposite, a season, the default sentence's city, and the places, animals, foods and
+# feelings of lmviz's own stories (Masked LM's texts). Each group is a cycle: a word becomes the next of its group.
+# Ambiguous words are left out ("her" is his or him; "spring" is a verb too). The rule before put the text's first
+# word in place of its last, and a learner's "…apple pie in autumn." became "…apple pie in My.".
+SWAP_GROUPS = (("Paris", "Berlin"), ("is", "was"), ("are", "were"), ("has", "had"), ("he", "she"), ("big", "small"),
+               ("hot", "cold"), ("good", "bad"), ("always", "never"), ("before", "after"), ("first", "last"),
+               ("day", "night"), ("morning", "evening"), ("summer", "autumn", "winter"), ("boy", "girl"),
+               ("man", "woman"), ("love", "hate"), ("loves", "hates"), tuple(PLACES), tuple(ANIMALS), tuple(FOODS),
+               tuple(FEELINGS))
+WORD_SWAPS = {word: group[(k + 1) % len(group)] for group in SWAP_GROUPS for k, word in enumerate(group)}
 
+
+def a_variant(text: str, swaps: dict[str, str] = WORD_SWAPS) -> str:
+    """``text`` with the last of its words that ``swaps`` knows changed for its swap ("Paris" → "Berlin", "is" →
+    "was"; a capital kept: "He" → "She"), or ``text`` itself when it has none. What the second box starts with;
+    the learner edits it."""
+    for word in reversed(list(re.finditer(r"\w+", text))):
+        found = word.group()
+        other = swaps.get(found) or swaps.get(found.lower())
+        if other is not None:
+            if found[0].isupper() and found not in swaps:
+                other = other[0].upper() + other[1:]
+            return text[:word.start()] + other + text[word.end():]
+    return text
 
 
 def shows_as_zero(value: float) -> bool:

@@ -112,3 +112,17 @@ def test_the_page_splits_a_difference_of_counts_as_torch_does(bundled):
     unchanged = table[table["second − first"] == fmt(0.0)]
     assert len(unchanged) == 4 and set(unchanged[SHARE_COLUMN]) == {fmt(0.0)}  # no share for an unchanged cost
     assert any(escape_markdown(how_the_shares_add_up(expected)) in c.value for c in at.caption)
+
+
+def test_the_second_version_starts_as_a_sentence_with_one_word_changed(bundled):
+    """The teacher's rehearsal: a student's "…apple pie in autumn." got the second version "…apple pie in My.", its
+    first word moved to the place of its last. The second version changes one word for another of its kind."""
+    text = "My grandmother bakes apple pie in autumn."
+    at = open_page("app_pages/your_sentence.py")
+    at.text_area(key="text").input(text).run()
+    at.checkbox(key="sentence_compare").check().run()
+    assert not at.exception and not at.error
+    second = at.text_area(key="sentence_b").value
+    assert second == "My grandmother bakes apple pie in winter."
+    changed = [(a, b) for a, b in zip(text.split(), second.split()) if a != b]
+    assert changed == [("autumn.", "winter.")] and "My" not in second.split()[1:]

@@ -11,6 +11,8 @@ from lmviz.core.compare import (
     ONLY_B,
     SAME,
     SHARE_COLUMN,
+    SWAP_GROUPS,
+    WORD_SWAPS,
     Version,
     a_variant,
     align,
@@ -122,10 +124,22 @@ def test_differences_are_signed_and_float_noise_makes_none():
     assert [r.words for r in compare(a, b).decisive] == ["c → x"]
 
 
-def test_a_variant_swaps_the_last_word():
-    assert a_variant("The capital of France is Paris.", {"Paris": "Berlin"}) == "The capital of France is Berlin."
-    assert a_variant("the cat sat on the mat .", {}) == "the cat sat on the the ."  # the first other word
-    assert a_variant("...", {}) == "..."
+def test_a_variant_changes_one_word_for_another_of_its_kind():
+    assert a_variant("The capital of France is Paris.") == "The capital of France is Berlin."
+    # the teacher's rehearsal: the text's first word took the place of its last, "…apple pie in My."
+    assert a_variant("My grandmother bakes apple pie in autumn.") == "My grandmother bakes apple pie in winter."
+    assert a_variant("He said this is his hat.") == "He said this was his hat."  # "is", not the "is" in "this"
+    assert a_variant("Is it far?") == "Was it far?"  # the capital kept
+    assert a_variant("the cat sat on the mat .") == "the dog sat on the mat ."  # one of lmviz's stories' animals
+    assert a_variant("Hello world") == "Hello world"  # no word it knows: the text itself, never a word moved
+    assert a_variant("...") == "..."
+
+
+def test_every_swap_stays_in_its_group_and_every_word_has_one():
+    for group in SWAP_GROUPS:
+        for word in group:
+            assert WORD_SWAPS[word] in group and WORD_SWAPS[word] != word
+    assert len(WORD_SWAPS) == sum(len(group) for group in SWAP_GROUPS)  # no word in two groups
 
 
 def reference_nll(model, ids: list[int]) -> torch.Tensor:
