@@ -8,7 +8,8 @@ and optional start token, through ``make_request``):
 - ``sgd_steps``: plain gradient descent on every weight, w ← w − lr·g, a few times, with what it does
   to the text's loss, to each token's p(label) and to a second text;
 - ``adamw_first_step``: AdamW's first step on one matrix (the output matrix, which SmolLM2 ties to the
-  input embedding), whose update is lr·sign(g) whatever the gradient's size.
+  input embedding), whose update is lr·g/(|g| + eps): ±lr where |g| is far above eps, whatever its size, and
+  about lr·g/eps, proportional to g, where |g| is far below eps.
 
 The model every session shares is never changed. A step works on ``private_copy``: a module of its own,
 built for the call, whose parameters are new Parameter objects over the shared model's storage. Autograd
@@ -38,16 +39,22 @@ from lmviz.lessons.causal_lm import Request, chunks, make_request, seconds_since
 from lmviz.lessons.next_token import BadInput
 
 # A step's forward pass keeps every layer's activations for the backward pass, so a step takes fewer tokens
-# than a page that only scores. Measured on SmolLM2 in float32 (benchmarks: the step's live memory beyond the
-# shared model): 0.85 GB at 16 tokens, most of it the updated weights; 1.0 GB at 256.
+# than a page that only scores. Measured on SmolLM2 in float32 (docs/development/measurements.md, table 1: the
+# step's peak memory above the loaded model): 769 MiB at 16 tokens, most of it the updated weights (513 MiB);
+# 943 MiB at 256.
 STEP_MAX_TOKENS = 256
 MAX_STEPS = 20
 # Above 1, a step moves the weights further than the gradient's own length (lr·‖g‖ > ‖g‖, and SmolLM2's ‖g‖
 # on a sentence is ~30; its loss already rises at 0.01): no longer a step of learning, only a way to break it.
 MAX_LEARNING_RATE = 1.0
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # PyTorch's AdamW defaults
-# A weight whose gradient is at least this many times eps has lr·|g|/(|g| + eps) within 0.1% of lr.
+# A weight whose gradient is at least this many times eps has lr·|g|/(|g| + eps) within 0.1% of lr: AdamW's first
+# step moves it by ±lr, the sign of g. At |g| = eps the step is lr/2; below eps, less, and about lr·|g|/eps.
 SIGN_LIKE = 1000
+# AdamW's first step, lr·|g|/(|g| + eps), in three bands of |g|: (lowest |g|, highest |g| (excluded), the step there)
+STEP_BANDS = ((SIGN_LIKE * ADAM_EPS, math.inf, "±lr, the sign of g (within 0.1 %)"),
+              (ADAM_EPS, SIGN_LIKE * ADAM_EPS, "from lr/2 to lr"),
+              (0.0, ADAM_EPS, "below lr/2; about lr · |g| / eps far below eps"))
 
 Progress = Callable[[float, str], None]
 
@@ -145,7 +152,8 @@ class GradientRow:
     others: list  # [(token, id, p / N), ...]: the formula's `top` largest other entries, largest first
     row_sum: float  # the formula's row, its V entries added in float64: 0 up to float32 rounding (~1e-6)
     autograd_row_sum: float  # autograd's row, added the same way
-    row_norm: float  # the formula's row's L2 norm: how hard this position pushes the logits
+    row_norm: float  # the exact row's L2 norm, √((1 − p)² + Σ_others p_v²) / N: from (1 − p)/N (the wrong
+    #                  probability spread thin) to √2·(1 − p)/N (all of it on one other token)
     max_difference: float  # the largest |formula − autograd| over the row's V entries (both float32)
     exact_difference: float  # the largest |exact − autograd|, exact the formula in float64 from the same logits
 
@@ -194,7 +202,7 @@ def _gradient_rows(tokenizer, ids: list[int], tokens: list[str], logits: torch.T
         others = formula.scatter(1, y[:, None], -1.0).topk(min(top, z.shape[-1] - 1), dim=-1)  # the label left out
         difference, exact_difference = (formula - g).abs().amax(-1), (exact - g.double()).abs().amax(-1)
         row_sum, autograd_row_sum = formula.double().sum(-1), g.double().sum(-1)
-        norm = torch.linalg.vector_norm(formula, dim=-1)
+        norm = torch.linalg.vector_norm(exact, dim=-1)  # float64: a float32 norm of V entries is off by ~3e-5
         for i in range(len(y)):
             t = len(rows)
             rows.append(GradientRow(
@@ -212,11 +220,13 @@ def logit_gradient(loaded, text: str, add_bos: bool = False, top: int = 3,
                    max_tokens: int = STEP_MAX_TOKENS) -> LogitGradient:
     """∂L/∂logits for ``text`` on ``loaded``, L the mean cross-entropy over the text's N labels.
 
-    A label's own entry is (p − 1)/N: negative, so a step against the gradient raises its logit, and
-    by less the surer the model already is (p near 1: near 0). Every other entry is p/N: the tokens the
-    model wrongly favours are pushed down hardest. Each row sums to 0 (the probabilities sum to 1) and
-    the last position, which predicts no label, has a row of zeros. One forward pass of the shared model
-    (no gradient to any weight: only the logits are differentiated). Raises NothingToScore."""
+    A label's own entry is (p − 1)/N: negative, the loss falls as that logit rises, and the more slowly the
+    surer the model already is (p near 1: near 0). Every other entry is p/N: the loss rises fastest with the logits
+    of the tokens the model wrongly favours. Each row sums to 0 (the probabilities sum to 1: adding one number
+    to every logit of a position changes no probability) and the last position, which predicts no label, has a
+    row of zeros. A step changes weights, never a logit directly; the logits change because the weights did.
+    One forward pass of the shared model (no gradient to any weight: only the logits are differentiated).
+    Raises NothingToScore."""
     request = make_request(loaded, text, add_bos, max_tokens=max_tokens)
     input_ids = _ids(loaded, request)
     start = time.perf_counter()
@@ -292,7 +302,7 @@ class SgdSteps:
     steps: int
     weights: int  # how many numbers each step changes (tied weights counted once)
     losses: list[float]  # the text's loss before step 1, then after each step: steps + 1 values
-    grad_norms: list[float]  # ‖∂L/∂w‖ over all weights at each step: steps values
+    grad_norms: list[float]  # ‖∂L/∂w‖ over all weights at each step, summed in float64: steps values
     loss_rose: bool  # losses[1] > losses[0]: the rate is too large for this text
     text: TextChange  # the text the steps learn
     other: TextChange | None  # a second text, only scored: what else the steps change
@@ -310,11 +320,12 @@ def descend(module: torch.nn.Module, loss: torch.Tensor, lr: float) -> float:
     then freed: a step holds one set of weights beyond the shared ones and a few matrices' gradients at a time,
     never a whole set of gradients as well. The new weight is a new tensor (torch.add, out of place) put in place
     of the parameter's: nothing that existed before the step, the shared storage included, is written. Returns the
-    gradient's norm over every weight."""
+    gradient's norm over every weight, summed in float64: a float32 norm of SmolLM2's gradient on the default
+    sentence is 31.36349 where the same float32 gradient's length is 31.36463."""
     squares = []
 
     def update(param: torch.nn.Parameter) -> None:
-        squares.append(torch.linalg.vector_norm(param.grad).item() ** 2)
+        squares.append(torch.linalg.vector_norm(param.grad, dtype=torch.float64).item() ** 2)
         param.data = torch.add(param.detach(), param.grad, alpha=-lr)  # torch.optim.SGD's param.add_(g, alpha=-lr)
         param.grad = None
 
@@ -381,11 +392,13 @@ def sgd_steps(loaded, text: str, lr: float, steps: int = 1, other_text: str | No
 @dataclass
 class WeightUpdate:
     """One weight of the matrix through AdamW's first step."""
+    chosen_as: str  # why this weight is shown: "largest |g|", "median |g|", ...
     row: int  # the matrix's row: a vocabulary id
     token: str  # that token, readable
     column: int
     weight: float  # w before the step
     gradient: float  # g = ∂L/∂w
+    gradient_in_eps: float  # |g| / eps: far above 1, the step is ±lr; far below, about lr·g/eps
     adam_part: float  # −lr · m̂ / (√v̂ + eps) = −lr · g / (|g| + eps) at the first step
     decay_part: float  # −lr · λ · w, the decoupled weight decay
     update: float  # Δw = w after − w before (the two parts, up to float rounding)
@@ -394,16 +407,28 @@ class WeightUpdate:
 
 
 @dataclass
+class GradientBand:
+    """The matrix's weights whose |g| lies in [low, high), and how far AdamW's first step moved them."""
+    low: float
+    high: float
+    step: str  # what lr·|g|/(|g| + eps) is in the band, in words (STEP_BANDS)
+    weights: int
+    ratio_mean: float  # mean |Δw| / lr over them (NaN when there is none)
+
+
+@dataclass
 class AdamFirstStep:
     """AdamW's first step (PyTorch's algorithm and defaults: betas (0.9, 0.999), eps 1e-8) on one matrix
     of the model, every other weight left as it is.
 
-    Why it is sign-like: Adam keeps m, a running mean of g, and v, a running mean of g², both starting at
-    0; bias correction divides them by 1 − β^t, so at t = 1 m̂ = g and v̂ = g² exactly, and the update
-    lr · m̂ / (√v̂ + eps) = lr · g / (|g| + eps): ± lr for every weight whose |g| is well above eps, however
-    small or large g is. SGD's step, lr · g, is proportional to the gradient; Adam's first one is not (later
-    steps, once m and v average several gradients, are no longer ±lr). The weight decay is decoupled
-    (AdamW): w ← w − lr·λ·w, separately from the gradient's part."""
+    What eps does: Adam keeps m, a running mean of g, and v, a running mean of g², both starting at 0; bias
+    correction divides them by 1 − β^t, so at t = 1 m̂ = g and v̂ = g² exactly, and the update
+    lr · m̂ / (√v̂ + eps) = lr · g / (|g| + eps). Where |g| is far above eps that is ±lr, the sign of g however
+    small or large g is; at |g| = eps it is lr/2; far below eps it is about lr · g / eps, proportional to g as
+    SGD's step lr · g is (10⁸ times larger). How many weights are in each regime depends on the text: the rows of
+    tokens absent from it that the model gives almost no probability at any position get gradients near eps or
+    below (later steps, once m and v average several gradients, differ again). The weight decay
+    is decoupled (AdamW): w ← w − lr·λ·w, separately from the gradient's part."""
     model: str
     text: str
     tokens: list[str]
@@ -425,7 +450,9 @@ class AdamFirstStep:
     ratio_max: float
     gradient_min: float  # the smallest |g| among them (NaN when there is none)
     gradient_max: float  # the largest |g|: orders of magnitude apart, for the same |Δw|
+    gradient_median: float  # the median |g| over every weight of the matrix
     ratio_mean_all: float  # |Δw| / lr over every weight, those with |g| near or below eps included
+    bands: list[GradientBand]  # STEP_BANDS': |g| ≥ SIGN_LIKE·eps, from eps to SIGN_LIKE·eps, below eps
     samples: list[WeightUpdate]  # the weights with the largest |g|, the median |g|, the smallest |g| of at
     #                              least SIGN_LIKE · eps and the smallest |g|, in that order, each weight once
     state_bytes: int  # the optimizer's state for this matrix: m and v, two tensors of its size
@@ -451,7 +478,7 @@ def output_matrix(model) -> tuple[str, bool, str]:
 def _adamw_first(weight: torch.Tensor, grad: torch.Tensor, lr: float, weight_decay: float):
     """AdamW at step 1 from zero state, as written in its paper and PyTorch's documentation:
     (new weight, m, v). Decay first (PyTorch's order), then the bias-corrected Adam update. Worked in place
-    where it can: a matrix-sized temporary is 113 MB for SmolLM2, and the call holds at most five."""
+    where it can: a matrix-sized temporary is 108 MiB for SmolLM2, and the call holds at most five."""
     (beta1, beta2), eps = ADAM_BETAS, ADAM_EPS
     m = grad.mul(1 - beta1)  # m_1 = β1·m_0 + (1 − β1)·g, m_0 = 0
     v = grad.square().mul_(1 - beta2)  # v_1 = β2·v_0 + (1 − β2)·g²
@@ -461,31 +488,52 @@ def _adamw_first(weight: torch.Tensor, grad: torch.Tensor, lr: float, weight_dec
     return weight.mul(1 - lr * weight_decay).sub_(step), m, v
 
 
-def _sample(tokenizer, flat: int, weight, grad, new, lr: float, weight_decay: float) -> WeightUpdate:
+def _sample(tokenizer, chosen_as: str, flat: int, weight, grad, new, lr: float, weight_decay: float) -> WeightUpdate:
     w, g, w_new = weight.view(-1)[flat].item(), grad.view(-1)[flat].item(), new.view(-1)[flat].item()
     row, column = divmod(flat, weight.shape[1])
-    return WeightUpdate(row=row, token=readable_token(tokenizer, row), column=column, weight=w, gradient=g,
-                        adam_part=-lr * g / (abs(g) + ADAM_EPS), decay_part=-lr * weight_decay * w,
-                        update=w_new - w, ratio=abs(w_new - w) / lr, sgd_update=-lr * g)
+    return WeightUpdate(chosen_as=chosen_as, row=row, token=readable_token(tokenizer, row), column=column, weight=w,
+                        gradient=g, gradient_in_eps=abs(g) / ADAM_EPS, adam_part=-lr * g / (abs(g) + ADAM_EPS),
+                        decay_part=-lr * weight_decay * w, update=w_new - w, ratio=abs(w_new - w) / lr,
+                        sgd_update=-lr * g)
+
+
+def _bands(magnitude: torch.Tensor, ratio: torch.Tensor) -> list[GradientBand]:
+    """The weights by |g| (``magnitude``, flat) in the three regimes of lr·|g|/(|g| + eps), with their mean
+    |Δw| / lr (``ratio``, flat)."""
+    bands = []
+    for low, high, step in STEP_BANDS:
+        inside = (magnitude >= low) & (magnitude < high)
+        count = int(inside.sum())
+        bands.append(GradientBand(low=low, high=high, step=step, weights=count,
+                                  ratio_mean=ratio[inside].double().mean().item() if count else math.nan))
+    return bands
 
 
 def _update_statistics(tokenizer, weight, grad, new, lr: float, weight_decay: float) -> dict:
     """AdamFirstStep's fields from sign_like to samples: |Δw| / lr over the matrix, and a few weights."""
-    ratio = (new - weight).abs_().div_(lr)  # |Δw| / lr of every weight
+    ratio = (new - weight).abs_().div_(lr).view(-1)  # |Δw| / lr of every weight
     magnitude = grad.abs().view(-1)
     sign_like = magnitude >= SIGN_LIKE * ADAM_EPS
-    chosen, count = ratio.view(-1)[sign_like], int(sign_like.sum())
+    chosen, count = ratio[sign_like], int(sign_like.sum())
     statistics = dict(sign_like=count, ratio_mean=chosen.double().mean().item(),  # NaN where no weight is
                       ratio_min=chosen.min().item() if count else math.nan,
                       ratio_max=chosen.max().item() if count else math.nan,
                       gradient_min=magnitude[sign_like].min().item() if count else math.nan,
-                      gradient_max=magnitude.max().item(), ratio_mean_all=ratio.double().mean().item())
+                      gradient_max=magnitude.max().item(), ratio_mean_all=ratio.double().mean().item(),
+                      bands=_bands(magnitude, ratio))
     del ratio, chosen
-    picks = [magnitude.argmax().item(), magnitude.kthvalue((magnitude.numel() + 1) // 2).indices.item(),
-             magnitude.argmin().item()]
-    picks.insert(2, magnitude.masked_fill_(~sign_like, math.inf).argmin().item())  # the smallest sign-like |g|
-    statistics["samples"] = [_sample(tokenizer, i, weight, grad, new, lr, weight_decay)
-                             for i in dict.fromkeys(picks)]  # each weight once, in this order
+    median = magnitude.kthvalue((magnitude.numel() + 1) // 2)
+    statistics["gradient_median"] = median.values.item()
+    picks = [("largest |g|", magnitude.argmax().item()), ("median |g|", median.indices.item()),
+             ("smallest |g|", magnitude.argmin().item())]
+    if count:  # the smallest sign-like |g|, third; masked_fill_ overwrites magnitude, so it comes last
+        picks.insert(2, (f"smallest |g| ≥ {SIGN_LIKE:,} eps",
+                         magnitude.masked_fill_(~sign_like, math.inf).argmin().item()))
+    firsts = {}  # each weight once, named by the first reason it was picked
+    for chosen_as, flat in picks:
+        firsts.setdefault(flat, chosen_as)
+    statistics["samples"] = [_sample(tokenizer, chosen_as, flat, weight, grad, new, lr, weight_decay)
+                             for flat, chosen_as in firsts.items()]
     return statistics
 
 
@@ -494,7 +542,7 @@ def adamw_first_step(loaded, text: str, lr: float = 1e-3, weight_decay: float = 
     """One AdamW step (see AdamFirstStep) on ``loaded``'s output matrix only, to lower ``text``'s loss.
 
     The matrix alone keeps the optimizer's state small: m and v for SmolLM2's 49 152 × 576 matrix are 2 ×
-    113 MB, where the whole model's would be 2 × 538 MB. The shared model is not changed (see
+    108 MiB, where the whole model's would be 2 × 513 MiB. The shared model is not changed (see
     ``private_copy``). Raises BadInput for a rate or a decay it cannot use, NothingToScore for a text with
     nothing to predict."""
     lr, weight_decay = check_learning_rate(lr), check_weight_decay(weight_decay)

@@ -2,20 +2,26 @@
 torch.optim.SGD and torch.optim.AdamW on independent deep copies; and the shared model untouched."""
 
 import copy
+import inspect
 import math
+import re
 import threading
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from lmviz.course.glossary import TERMS
 from lmviz.errors import LearnerError, NothingToScore, OtherTextUnusable
 from lmviz.lessons.causal_lm import analyse_clm
 from lmviz.lessons.gradient_step import (
+    ADAM_BETAS,
     ADAM_EPS,
     MAX_STEPS,
     SIGN_LIKE,
+    STEP_BANDS,
     adamw_first_step,
     logit_gradient,
     output_matrix,
@@ -27,6 +33,7 @@ from lmviz.models.loading import TINY_GPT, LoadedModel, load_causal_lm
 from tests.helpers import TINY_VOCAB, one_sentence
 
 PARIS, BERLIN = "The capital of France is Paris.", "The capital of France is Berlin."
+ONCE = "Once upon a time, a little girl lived in a small village near the dark forest."
 STORY, OTHER_STORY = "anna and ben went to the park. they saw a big red ball.", "the dog ran to the tree."
 
 
@@ -121,10 +128,37 @@ def test_the_formula_is_autograds_gradient(request, model):
         assert row.autograd_row_sum == pytest.approx(g.double().sum().item(), abs=1e-12)
         # the sum of V float32 probabilities is 1 up to the rounding of V terms (observed 2e-6 on SmolLM2's 49 152)
         assert abs(row.row_sum) < 1e-5 and abs(row.autograd_row_sum) < 1e-5
-        assert row.row_norm == pytest.approx(torch.linalg.vector_norm(g).item(), rel=1e-5)
+        # ‖row‖ is the exact row's (float64 softmax of the float32 logits); autograd's float32 softmax over V entries
+        # is off from it by up to 2.4e-5 relative on SmolLM2's, and by float32's ~6e-8 in p where p is near 1
+        assert row.row_norm == pytest.approx(torch.linalg.vector_norm(g, dtype=torch.float64).item(), rel=1e-4,
+                                             abs=1e-7 / count)
+        # ‖row‖ = √((1 − p)² + Σ_others p_v²) / N, and so between (1 − p)/N and √2 · (1 − p)/N (section 2). Where
+        # p is near 1, float32's p has an absolute error of ~6e-8, and so has 1 − p: hence abs=1e-7 (observed 9e-10)
+        p_all = torch.softmax(logits[t].detach().double(), -1)
+        p_label, others_squared = p_all[label].item(), (p_all.square().sum() - p_all[label] ** 2).item()
+        exact = math.sqrt((1 - p_label) ** 2 + others_squared) / count
+        assert row.row_norm == pytest.approx(exact, rel=1e-5, abs=1e-7)
+        low = (1 - row.prob) / count
+        assert low - 1e-7 <= row.row_norm <= math.sqrt(2) * low + 1e-7
     assert result.last_row_max == 0.0 and torch.count_nonzero(grad[-1]) == 0  # exactly: no loss term reads it
     assert result.last_position == count and result.last_token == result.tokens[-1]
     assert_untouched(loaded.model, before)
+
+
+def test_the_longest_row_need_not_be_the_most_surprising_labels(bundled):
+    """Issue 39: the page named the longest row's label "the most surprising". A row's length depends on how the
+    wrong probability is spread: on this sentence "␣lived" (-log p 5.34, 0.91 of the rest on "␣named") has a longer
+    row than "␣upon" (-log p 10.16, its wrong probability spread over more tokens)."""
+    result = logit_gradient(bundled, ONCE, top=1)
+    longest, surprising = max(result.rows, key=lambda r: r.row_norm), max(result.rows, key=lambda r: r.nll)
+    assert (longest.target_token, surprising.target_token) == ("␣lived", "␣upon")
+    assert longest.nll < surprising.nll and longest.row_norm > surprising.row_norm
+    # the spread: Σ_others p_v² / (1 − p)², the concentration, is larger where the row is longer
+    n = result.count
+
+    def concentration(row):
+        return ((row.row_norm * n) ** 2 - (1 - row.prob) ** 2) / (1 - row.prob) ** 2
+    assert concentration(longest) > concentration(surprising)
 
 
 def test_the_gradient_is_of_the_text_as_the_other_pages_tokenize_it(tiny):
@@ -141,7 +175,8 @@ def test_the_gradient_is_of_the_text_as_the_other_pages_tokenize_it(tiny):
 
 def reference_sgd(loaded, text: str, lr: float, steps: int, other: str):
     """torch.optim.SGD on a deep copy of the whole model: losses before and after each step, the gradient
-    norms, and the per-token -log p of both texts before and after the first step."""
+    norms (every weight's gradient in one float64 vector), the per-token -log p of both texts before and after
+    the first step, and the names of the parameters the first step left bitwise unchanged."""
     model = copy.deepcopy(loaded.model).requires_grad_(True)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     ids, other_ids = ids_of(loaded, text), ids_of(loaded, other)
@@ -151,13 +186,17 @@ def reference_sgd(loaded, text: str, lr: float, steps: int, other: str):
             return F.cross_entropy(logits_of(model, which)[:-1], which[1:], reduction="none")
 
     record = {"nll": [nll(ids)], "other": [nll(other_ids)], "losses": [], "norms": []}
-    for _ in range(steps):
+    for step in range(steps):
         optimizer.zero_grad()
         loss = mean_loss(model, ids)
         loss.backward()
         record["losses"].append(loss.item())
-        record["norms"].append(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()])))
+        every_gradient = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).double()
+        record["norms"].append(every_gradient.square().sum().sqrt().item())
         optimizer.step()
+        if step == 0:
+            shared = dict(loaded.model.named_parameters())
+            record["unchanged"] = [name for name, p in model.named_parameters() if torch.equal(p, shared[name])]
         record["nll"].append(nll(ids))
         record["other"].append(nll(other_ids))
     record["losses"].append(record["nll"][-1].mean().item())
@@ -175,7 +214,8 @@ def test_sgd_steps_are_torch_optim_sgd_on_a_copy(tiny, lr):
     # leaves room only for a math library that splits a sum differently from one call to the next, and is
     # far below what a step changes (here 5% of the loss or more)
     assert result.losses == pytest.approx(reference["losses"], rel=1e-5)
-    assert result.grad_norms == pytest.approx([n.item() for n in reference["norms"]], rel=1e-5)
+    # the same float32 gradients (see above), their squares summed in float64 both ways
+    assert result.grad_norms == pytest.approx(reference["norms"], rel=1e-9)
     assert result.loss_rose == (reference["losses"][1] > reference["losses"][0])
     assert result.weights == sum(p.numel() for p in tiny.model.parameters())
     for change, scored in ((result.text, reference["nll"]), (result.other, reference["other"])):
@@ -197,7 +237,9 @@ def test_one_sgd_step_on_smollm2_is_torch_optim_sgd_on_a_copy(bundled):
     result = sgd_steps(bundled, PARIS, 1e-3, other_text=BERLIN)
     reference = reference_sgd(bundled, PARIS, 1e-3, 1, BERLIN)
     assert result.losses == pytest.approx(reference["losses"], rel=1e-5)  # as on the tiny GPT, above
-    assert result.grad_norms == pytest.approx([reference["norms"][0].item()], rel=1e-5)
+    # ‖g‖ summed in float64: a float32 norm of the same gradient is 31.36349, off by 3.6e-5 relative
+    assert result.grad_norms == pytest.approx(reference["norms"], rel=1e-9)
+    assert reference["unchanged"] == []  # "it changed weights in every layer" (section 4): every tensor moved
     assert result.losses[1] < result.losses[0] and not result.loss_rose
     assert [r.nll_after for r in result.other.rows] == pytest.approx(reference["other"][1].tolist(), rel=1e-5)
     assert [r.prob_last for r in result.text.rows] == [r.prob_after for r in result.text.rows]  # one step: the same
@@ -255,9 +297,28 @@ def test_adamws_first_step_is_torch_optim_adamw_on_a_copy_and_sign_like(request,
     assert torch.all((update + decay + lr * grad.sign())[sign_like].abs() <= 1e-3 * lr + 2e-7)
     assert result.gradient_max == grad.abs().max().item()
     assert result.gradient_max / result.gradient_min > 100  # gradients of very different sizes, one step size
+    # every weight, not only the sign-like ones: Δw = −lr·g/(|g| + eps) − lr·λ·w, up to float32 rounding
+    assert torch.all((update + decay + lr * grad / (grad.abs() + ADAM_EPS)).abs() <= 1e-5 * lr + 2e-7)
+    magnitude, moved = grad.abs().view(-1), (update.abs() / lr).view(-1)
+    assert result.gradient_median == pytest.approx(magnitude.sort().values[(magnitude.numel() - 1) // 2].item(),
+                                                   rel=1e-5)
+    assert [(band.low, band.high, band.step) for band in result.bands] == list(STEP_BANDS)
+    for band in result.bands:
+        inside = (magnitude >= band.low) & (magnitude < band.high)
+        assert band.weights == int(inside.sum())
+        assert band.ratio_mean == pytest.approx(moved[inside].double().mean().item(), abs=2e-4)  # as above
+    assert sum(band.weights for band in result.bands) == result.weights
+    assert result.bands[0].weights == result.sign_like
+    assert result.ratio_mean_all == pytest.approx(moved.double().mean().item(), abs=2e-4)
     flat_update, flat_grad, flat_weight = update.view(-1), grad.view(-1), weight.view(-1)
+    chosen = {"largest |g|": magnitude.max().item(), "median |g|": result.gradient_median,
+              f"smallest |g| ≥ {SIGN_LIKE:,} eps": result.gradient_min, "smallest |g|": magnitude.min().item()}
+    names = [sample.chosen_as for sample in result.samples]  # in this order, a weight picked twice named once
+    assert names == [name for name in chosen if name in names] and len(set(names)) == len(names) >= 3
     for sample in result.samples:
         flat = sample.row * weight.shape[1] + sample.column
+        assert abs(sample.gradient) == pytest.approx(chosen[sample.chosen_as], rel=1e-5)
+        assert sample.gradient_in_eps == abs(sample.gradient) / ADAM_EPS
         assert sample.gradient == pytest.approx(flat_grad[flat].item(), rel=1e-5)
         assert sample.weight == flat_weight[flat].item()
         assert sample.update == pytest.approx(flat_update[flat].item(), abs=2e-7)
@@ -265,6 +326,89 @@ def test_adamws_first_step_is_torch_optim_adamw_on_a_copy_and_sign_like(request,
         assert sample.sgd_update == pytest.approx(-lr * sample.gradient)
     assert result.samples[0].gradient == pytest.approx(flat_grad[flat_grad.abs().argmax()].item(), rel=1e-5)
     assert_untouched(loaded.model, before)
+
+
+def torch_default(optimizer, name: str):
+    return inspect.signature(optimizer).parameters[name].default
+
+
+def plain(text: str) -> str:
+    """A text with its whitespace normalised, so that rewrapping a paragraph changes nothing."""
+    return re.sub(r"\s+", " ", text)
+
+
+DOCS = plain((Path(__file__).resolve().parents[2] / "docs" / "lessons" / "gradient_step.md").read_text())
+
+
+def test_adamws_first_step_is_the_sign_of_g_only_far_above_eps_as_the_glossary_and_the_bands_say():
+    """Issue 39: the glossary said AdamW's first step is "about η × the sign of the gradient for every weight,
+    whatever the gradient's size". torch.optim.AdamW's own first step, on gradients from 1e-14 to 10 (float64, from
+    weights of 0 without decay, so that Δw is the step alone): lr·g/(|g| + eps), the sign only far above eps."""
+    adamw = torch.optim.AdamW
+    assert (ADAM_BETAS, ADAM_EPS) == (torch_default(adamw, "betas"), torch_default(adamw, "eps"))
+    lr, eps = 1e-3, ADAM_EPS
+    grad = torch.logspace(-14, 1, 301, dtype=torch.float64) * torch.tensor([1.0, -1.0]).repeat(151)[:301]
+    weight = torch.zeros_like(grad, requires_grad=True)
+    weight.grad = grad.clone()
+    adamw([weight], lr=lr, weight_decay=0.0).step()
+    step = -weight.detach() / lr  # Δw / (−lr): the step in units of lr, in the direction of −g
+    assert torch.all(step.sign() == grad.sign())
+    assert torch.allclose(step, grad / (grad.abs() + eps), rtol=1e-12, atol=0)
+    size, magnitude = step.abs(), grad.abs()
+    far_above, below, far_below = magnitude >= SIGN_LIKE * eps, magnitude < eps, magnitude <= eps / SIGN_LIKE
+    band = ~far_above & ~below
+    assert all(mask.any() for mask in (far_above, band, below, far_below))
+    # the bands' words (STEP_BANDS), which the page shows
+    assert torch.all((size[far_above] - 1).abs() <= 1e-3)  # "±lr, the sign of g (within 0.1 %)"
+    assert torch.all((size[band] >= 0.5 - 1e-12) & (size[band] < 1))  # "from lr/2 to lr"
+    assert torch.all(size[below] < 0.5)  # "below lr/2; about lr · |g| / eps far below eps"
+    assert torch.allclose(size[far_below], magnitude[far_below] / eps, rtol=1e-3, atol=0)
+    # the glossary's entry says the same, and torch's defaults as torch has them
+    entry = TERMS["AdamW"][1]
+    assert "for every weight, whatever" not in entry
+    assert "η × g / (|g| + ε): about η × the sign of g where |g| is far above ε" in entry
+    assert "about η × g / ε, proportional to g, where |g| is far below ε" in entry
+
+    def written(x: float) -> str:  # 1e-3, as the entry writes it
+        return f"{x:.0e}".replace("e-0", "e-")
+    defaults = {name: torch_default(adamw, name) for name in ("lr", "betas", "eps", "weight_decay")}
+    assert (f"torch.optim.AdamW's defaults: lr {written(defaults['lr'])}, betas {defaults['betas']}, eps "
+            f"{written(defaults['eps'])}, weight_decay {written(defaults['weight_decay'])}.") in entry
+    assert (torch_default(torch.optim.SGD, "lr"), torch_default(torch.optim.SGD, "momentum")) == (1e-3, 0)
+    assert "torch.optim.SGD does this, with lr = 1e-3 and no momentum by default." in TERMS["SGD"][1]
+    assert "torch.optim.SGD and torch.optim.AdamW both default to 1e-3." in TERMS["learning rate"][1]
+
+
+def test_the_docs_figures_for_adamws_first_step_and_the_longest_row_are_the_computations(bundled):
+    """docs/lessons/gradient_step.md quotes the default sentence's AdamW bands and the story's rows: these, as
+    computed; and the tied matrix's row of a token absent from the text is Σ_t p_t(v) h_t / N, as it says."""
+    adam = adamw_first_step(bundled, PARIS)
+    share = adam.sign_like / adam.weights
+    assert share < 0.5 and adam.bands[2].weights / adam.weights > 0.1  # the glossary's "many" far below eps
+    assert (f"only {100 * share:.1f} % of SmolLM2's tied embedding's weights have |g| ≥ 1000 ε, and |Δw| / lr "
+            f"averages {adam.ratio_mean_all:.3f} over all of them") in DOCS
+    assert f"(from $10^{{-5}}$ to about {adam.gradient_max:.0f} on the default sentence)" in DOCS
+    assert adam.gradient_min >= SIGN_LIKE * ADAM_EPS == 1e-5
+    rows = logit_gradient(bundled, ONCE, top=1).rows
+    lived, upon = max(rows, key=lambda r: r.row_norm), max(rows, key=lambda r: r.nll)
+    (named, _, entry), count = lived.others[0], len(rows)
+    assert (f'longest row is "{lived.target_token}"\'s ($-\\log p = {lived.nll:.2f}$, and '
+            f'{entry * count / (1 - lived.prob):.2f} of its wrong probability on "{named}"), not '
+            f'"{upon.target_token}"\'s ($-\\log p = {upon.nll:.2f}$') in DOCS
+    # the row of a token absent from the text: the output's part alone, Σ_t p_t(v) h_t / N
+    model, ids = copy.deepcopy(bundled.model), ids_of(bundled, PARIS)
+    matrix, hidden = model.get_output_embeddings().weight.requires_grad_(True), []
+    model.get_output_embeddings().register_forward_hook(lambda module, args, out: hidden.append(args[0][0].detach()))
+    logits = logits_of(model, ids)
+    F.cross_entropy(logits[:-1], ids[1:]).backward()
+    absent = torch.ones(matrix.shape[0], dtype=torch.bool)
+    absent[ids] = False
+    probs = torch.softmax(logits[:-1].detach().double(), -1)  # (N, V)
+    h = hidden[0][:-1].double()  # (N, hidden size): what the output matrix multiplies
+    expected = probs.T[absent] @ h / (len(ids) - 1)  # (absent rows, hidden size)
+    # the terms' sizes added: the model's float32 softmax over V is off by up to ~2.4e-5 relative (see above)
+    scale = probs.T[absent] @ h.abs() / (len(ids) - 1)
+    assert torch.all((matrix.grad[absent].double() - expected).abs() <= 1e-4 * scale + 1e-20)
 
 
 def test_a_model_that_does_not_tie_steps_its_output_matrix(tiny_tokenizer):
