@@ -5,13 +5,16 @@ rule, and turns the rewards into advantages by comparing each answer with its gr
 answer token then gets PPO's clipped term (Schulman et al. 2017) with that advantage, plus β times an estimate
 of the KL to a reference model, and the per-token terms are averaged into one loss. The names and the
 arithmetic follow TRL's ``GRPOTrainer`` (``scale_rewards``, ``epsilon``/``epsilon_high``, ``beta``,
-``importance_sampling_level``, ``loss_type``), so that a number here is the number TRL computes (but for the
-1e-4 TRL adds to the std, left out by default: see ``advantages``):
+``importance_sampling_level``, ``loss_type``, ``use_bias_correction_kl``, ``num_iterations``); what TRL does by
+default is stated once, in ``TRL``. Where TRL's choice and a paper's differ, both are computed:
 
-- ``advantages``: r − mean (Dr. GRPO), ÷ the population std, ÷ the sample std (GRPO as published and TRL);
+- ``advantages``: r − mean (Dr. GRPO, TRL's scale_rewards="none"), ÷ the population std, ÷ the sample std
+  (TRL's "group": torch's unbiased std; DeepSeekMath writes "std" without saying which), TRL's 1e-4 optional;
 - ``clip_terms``: per token, the ratio r = exp(log π_θ − log π_old), r·A, clip(r, 1 − ε_low, 1 + ε_high)·A,
-  which one the min takes, −min(...), and the k3 KL estimate; token-level ratios or GSPO's sequence-level one;
-- ``aggregate``: the four ways TRL's ``loss_type`` averages the per-token terms into one loss;
+  which one the min takes, −min(...), and the k3 KL estimate, plain (DeepSeekMath) or times r (TRL's bias
+  correction); token-level ratios or GSPO's sequence-level one;
+- ``aggregate``: five of the ways TRL's ``loss_type`` averages the per-token terms into one loss (its cispo,
+  sapo and vespo change the per-token term itself, and are named, not computed);
 - ``bradley_terry`` and ``dpo_as_bradley_terry``: the reward model's loss, and DPO as that same loss.
 
 The functions on plain numbers (``advantages``, ``group_loss``, ``bradley_terry``) return dataclasses whose
@@ -21,8 +24,9 @@ differentiate them.
 With a model: ``sample_group`` (G answers drawn with the chat template, seeded), the reward rules
 (``contains_number``, ``contains_word``, ``at_most_tokens``), ``token_logprobs`` and
 ``group_logprobs`` (log π of each answer token, at the sampling temperature, as TRL computes them), and
-``grpo_step``: one step of gradient descent on the group's loss, on lmviz.lessons.gradient_step's private copy
-of the weights (the shared model never changes), with the group scored again after it.
+``grpo_step``: μ steps of gradient descent on the same group's loss (TRL's num_iterations), on
+lmviz.lessons.gradient_step's private copy of the weights (the shared model never changes), each update's terms
+kept, and the group scored again after the last.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Callable
 import torch
 
 from lmviz.core.text import readable_token, valid_text
+from lmviz.core.trl import BNPO, CISPO, DAPO, DR_GRPO, GRPO, LUSPO, SAPO, SEQUENCE, TOKEN, TRL, VESPO
 from lmviz.errors import NothingToScore
 from lmviz.lessons.causal_lm import length_limit, seconds_since
 from lmviz.lessons.chat_loss import ChatTemplateError, NoChatTemplate, minus_log_sigmoid
@@ -46,21 +51,32 @@ from lmviz.lessons.next_token import MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput
 
 MEAN, POPULATION_STD, SAMPLE_STD = "mean", "population std", "sample std"
 SCALINGS = (MEAN, POPULATION_STD, SAMPLE_STD)
-TRL_STD_EPS = 1e-4  # what TRL adds to the std before dividing (grpo_trainer.py: std_rewards + 1e-4)
-DEFAULT_EPSILON = 0.2  # PPO's clip, TRL's GRPOConfig.epsilon
-# DeepSeekMath's GRPO used β = 0.04; TRL 1.x defaults to 0.0 (no reference model at all), DeepSeek-R1 used 0.001.
+LOSS_TYPES = (GRPO, BNPO, DR_GRPO, DAPO, LUSPO)  # the loss types lmviz computes: TRL's that average the clipped term
+TRL_STD_EPS = TRL.std_eps
+DEFAULT_EPSILON = TRL.epsilon  # PPO's clip
+# DeepSeekMath's GRPO used β = 0.04; TRL defaults to 0 (TRL.beta), DeepSeek-R1 used 0.001. The page keeps
+# DeepSeekMath's, so that the KL term has something to show.
 DEFAULT_BETA = 0.04
-TOKEN, SEQUENCE = "token", "sequence"  # TRL's importance_sampling_level
-GRPO, BNPO, DR_GRPO, DAPO = "grpo", "bnpo", "dr_grpo", "dapo"  # TRL's loss_type
-LOSS_TYPES = (GRPO, BNPO, DR_GRPO, DAPO)
+# GSPO's paper (Zheng et al. 2025) clips its sequence ratio to [1 − 3e-4, 1 + 4e-4]: a mean of log-ratios moves far
+# less than one token's, so PPO's 0.2 seldom binds on it. Its loss, the mean over answers of each answer's term, is
+# loss_type grpo at sequence level (every token of an answer has the same term)
+GSPO_EPSILON_LOW, GSPO_EPSILON_HIGH = 3e-4, 4e-4
 LOSS_TYPE_SOURCES = {
     GRPO: "GRPO as published (DeepSeekMath, Shao et al. 2024): the mean over each answer's tokens, then the mean "
-          "over the answers",
-    BNPO: "TRL's batch-normalised loss: the sum over every token of the batch ÷ their count",
+          "over the answers (TRL's docs: not recommended, for its length bias)",
+    BNPO: "TRL's batch-normalised loss: the sum over every token of the local batch ÷ their count",
     DR_GRPO: "Dr. GRPO (Liu et al. 2025, Understanding R1-Zero-Like Training): the sum over every token ÷ "
              "(G × the completion length limit), a constant",
-    DAPO: "DAPO (Yu et al. 2025): the token-level loss, the sum over every token ÷ the number of tokens of the "
-          "whole batch (for one group, the same as bnpo)",
+    DAPO: "DAPO's token-level averaging (Yu et al. 2025), TRL's default: the sum over every token ÷ the number of "
+          "tokens of the whole batch (for one group, the same as bnpo); only the averaging, not DAPO's clip-higher, "
+          "dynamic sampling or overlong reward shaping",
+    LUSPO: "LUSPO (2026): each answer's sum over its tokens, then the mean over the answers: a token weighs 1 / G "
+           "whatever its answer's length (TRL meant it for sequence-level ratios)",
+}
+TRL_OTHER_LOSS_TYPES = {
+    CISPO: "MiniMax-M1's: the ratio, capped above and detached, times A times log π_θ, in place of the clipped term",
+    SAPO: "a smooth, temperature-controlled gate on the ratio in place of the hard clip",
+    VESPO: "a smooth Gamma-shaped weight of the answer's ratio in place of the hard clip",
 }
 MIN_GROUP, MAX_GROUP = 2, 16  # a group compares at least two answers; the issue's page offers up to 16
 # Each new token is one forward pass of the whole group: SmolLM2 drew 8 answers of 12 tokens in ~25 s on two busy
@@ -152,7 +168,8 @@ def check_clip(epsilon_low: float, epsilon_high: float, level: str, beta: float)
 
 def clip_terms(logp_new: torch.Tensor, logp_old: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                epsilon_low: float = DEFAULT_EPSILON, epsilon_high: float | None = None, level: str = TOKEN,
-               logp_ref: torch.Tensor | None = None, beta: float = 0.0) -> dict[str, torch.Tensor]:
+               logp_ref: torch.Tensor | None = None, beta: float = 0.0,
+               kl_bias_correction: bool = False) -> dict[str, torch.Tensor]:
     """Every answer token's terms of the GRPO loss, as TRL's GRPOTrainer computes them.
 
     logp_new, logp_old (and logp_ref): (G, L) log-probabilities of each answer's tokens under π_θ (the policy
@@ -163,9 +180,10 @@ def clip_terms(logp_new: torch.Tensor, logp_old: torch.Tensor, advantages: torch
 
     Returns (G, L) tensors: log_ratio, the exponent (per token, or its answer's mean); ratio; unclipped r·A;
     clipped clip(r, 1 − ε_low, 1 + ε_high)·A; takes_clipped (the min takes the clipped term, strictly: TRL's
-    "region clipped", where the token's gradient is 0); kl, the k3 estimate exp(ref − logp) − (ref − logp) − 1
-    (zeros without logp_ref); loss = −min(unclipped, clipped) + β·kl. Padding positions are 0 everywhere.
-    Differentiable with respect to logp_new."""
+    "region clipped", where the token's gradient is 0); surrogate −min(unclipped, clipped); kl, the k3 estimate
+    exp(ref − logp) − (ref − logp) − 1 (zeros without logp_ref); kl_term, what β multiplies: k3, or k3 × r with
+    ``kl_bias_correction`` (TRL's use_bias_correction_kl); loss = surrogate + β·kl_term. Padding positions are
+    0 everywhere. Differentiable with respect to logp_new."""
     epsilon_high = epsilon_low if epsilon_high is None else epsilon_high
     check_clip(epsilon_low, epsilon_high, level, beta)
     mask = mask.to(logp_new.dtype)
@@ -176,15 +194,20 @@ def clip_terms(logp_new: torch.Tensor, logp_old: torch.Tensor, advantages: torch
     advantage = advantages.to(logp_new.dtype)[:, None]
     unclipped = ratio * advantage
     clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high) * advantage
-    taken = torch.min(unclipped, clipped)
+    surrogate = -torch.min(unclipped, clipped)
     if logp_ref is None:
         kl = torch.zeros_like(logp_new)
     else:
         gap = logp_ref - logp_new
-        kl = torch.exp(gap) - gap - 1  # k3 (Schulman, "Approximating KL divergence"): ≥ 0, unbiased, low variance
+        # k3 (Schulman, "Approximating KL divergence"): ≥ 0; its mean over tokens drawn from π_θ is KL(π_θ‖π_ref).
+        # The tokens were drawn from π_old: once π_θ has moved, weighing k3 by the ratio π_θ/π_old restores that
+        # (TRL's use_bias_correction_kl), and makes its gradient the reverse KL's
+        kl = torch.exp(gap) - gap - 1
+    kl_term = kl * ratio if kl_bias_correction else kl
     return {"log_ratio": log_ratio * mask, "ratio": ratio * mask, "unclipped": unclipped * mask,
-            "clipped": clipped * mask, "takes_clipped": (clipped < unclipped) & (mask > 0), "kl": kl * mask,
-            "loss": (-taken + beta * kl) * mask}
+            "clipped": clipped * mask, "takes_clipped": (clipped < unclipped) & (mask > 0),
+            "surrogate": surrogate * mask, "kl": kl * mask, "kl_term": kl_term * mask,
+            "loss": (surrogate + beta * kl_term) * mask}
 
 
 def aggregate(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: str = GRPO,
@@ -195,7 +218,8 @@ def aggregate(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: str =
     weighs more than one of a long answer (the length bias Dr. GRPO points out). BNPO and DAPO: the sum over
     every token ÷ how many there are: every token weighs the same (TRL's dapo divides by the tokens of the
     whole batch across devices and accumulation steps; for one group that is bnpo). DR_GRPO: the sum ÷
-    (G × max_completion_length), the generation's token limit (None: the padded width L), a constant."""
+    (G × max_completion_length), the generation's token limit (None: the padded width L), a constant. LUSPO:
+    each answer's sum, then the mean over the G answers: every token weighs 1 / G."""
     if loss_type not in LOSS_TYPES:
         raise BadInput(f"The loss type must be one of: {', '.join(LOSS_TYPES)}; got {loss_type!r}.")
     mask = mask.to(per_token_loss.dtype)
@@ -204,6 +228,8 @@ def aggregate(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: str =
         return (summed / mask.sum(-1).clamp(min=1.0)).mean()
     if loss_type in (BNPO, DAPO):
         return summed.sum() / mask.sum().clamp(min=1.0)
+    if loss_type == LUSPO:
+        return summed.mean()
     return summed.sum() / (mask.shape[0] * (max_completion_length or mask.shape[1]))
 
 
@@ -211,7 +237,7 @@ def aggregate(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: str =
 
 @dataclass
 class TokenTerms:
-    """One answer token's terms of the GRPO loss."""
+    """One answer token's terms of the GRPO loss, and its gradient."""
     answer: int  # which answer of the group
     position: int  # the token's index in its answer
     logp_new: float  # log π_θ
@@ -221,11 +247,13 @@ class TokenTerms:
     advantage: float  # A of its answer
     unclipped: float  # ratio · A
     clipped: float  # clip(ratio, 1 − ε_low, 1 + ε_high) · A
-    takes_clipped: bool  # the min is the clipped term (strictly smaller): the token's gradient is 0
+    takes_clipped: bool  # the min is the clipped term (strictly smaller): the clipped term's gradient is 0
     logp_ref: float | None  # log π_ref, where a reference is given
     kl: float  # the k3 estimate exp(ref − new) − (ref − new) − 1 (0 without a reference)
-    weighted_kl: float  # β · kl
-    loss: float  # −min(unclipped, clipped) + β · kl
+    weighted_kl: float  # β · kl_term: β · k3, or β · k3 · ratio with the bias correction
+    loss: float  # −min(unclipped, clipped) + weighted_kl
+    surrogate_gradient: float  # ∂(the loss's clipped part)/∂ log π_θ of this token, under GroupLoss.loss_type
+    kl_gradient: float  # ∂(the loss's β·KL part)/∂ log π_θ: > 0 pulls the token's log π down towards π_ref
 
 
 @dataclass
@@ -239,21 +267,27 @@ class Aggregation:
 
 @dataclass
 class GroupLoss:
-    """The GRPO loss of one group, token by token, and aggregated the four ways."""
+    """The GRPO loss of one group, token by token, and aggregated each way lmviz computes."""
     level: str
     epsilon_low: float
     epsilon_high: float
     beta: float
+    kl_bias_correction: bool
+    loss_type: str  # the one whose gradient the tokens' surrogate_gradient and kl_gradient are
     advantages: list[float]
     lengths: list[int]  # each answer's token count
     max_completion_length: int  # dr_grpo's constant
     tokens: list[list[TokenTerms]]  # per answer, per token
     answer_means: list[float]  # each answer's mean of the per-token loss
     answer_sums: list[float]  # each answer's sum
-    clipped_count: int  # tokens whose min takes the clipped term
     token_count: int  # all answer tokens of the group
-    clip_fraction: float  # clipped_count / token_count: TRL's clip_ratio/region_mean
-    mean_kl: float  # the mean of the k3 estimate over every token: TRL's logged "kl"
+    clip_unit: str  # "token", or "answer" at sequence level, where one ratio is clipped for all its tokens
+    clip_total: int  # how many units: token_count, or G
+    clipped_low: int  # units with r < 1 − ε_low and A < 0: TRL's clip_ratio/low_mean × clip_total
+    clipped_high: int  # units with r > 1 + ε_high and A > 0: clip_ratio/high_mean × clip_total
+    clipped_count: int  # the two together: the units whose min takes the clipped term
+    clip_fraction: float  # clipped_count / clip_total: TRL's clip_ratio/region_mean
+    mean_kl: float  # the mean over every token of kl_term (k3, or k3 × r when corrected): TRL's logged "kl"
     losses: dict[str, Aggregation]  # by loss type
 
     def to_dict(self) -> dict:
@@ -279,11 +313,16 @@ def _check_group_logps(logp_new, logp_old, advantages, logp_ref) -> None:
 def group_loss(logp_new: list[list[float]], logp_old: list[list[float]], advantages: list[float],
                epsilon_low: float = DEFAULT_EPSILON, epsilon_high: float | None = None, level: str = TOKEN,
                logp_ref: list[list[float]] | None = None, beta: float = 0.0,
-               max_completion_length: int | None = None) -> GroupLoss:
+               max_completion_length: int | None = None, loss_type: str = TRL.loss_type,
+               kl_bias_correction: bool = False) -> GroupLoss:
     """``clip_terms`` and ``aggregate`` on plain numbers, in float64: one list of per-token log-probabilities
     per answer (their own lengths), one advantage per answer. max_completion_length (dr_grpo's constant)
-    defaults to the longest answer; a page passes the generation's token limit, as TRL does."""
+    defaults to the longest answer; a page passes the generation's token limit, as TRL does. Each token also gets
+    the gradient of the ``loss_type`` loss with respect to its log π_θ, split into the clipped term's part and
+    the KL's (autograd on these float64 terms)."""
     _check_group_logps(logp_new, logp_old, advantages, logp_ref)
+    if loss_type not in LOSS_TYPES:
+        raise BadInput(f"The loss type must be one of: {', '.join(LOSS_TYPES)}; got {loss_type!r}.")
     lengths = [len(row) for row in logp_new]
     width = max(lengths)
     limit = width if max_completion_length is None else max_completion_length
@@ -291,32 +330,52 @@ def group_loss(logp_new: list[list[float]], logp_old: list[list[float]], advanta
         raise BadInput(f"The completion length limit must be a whole number of at least the longest answer's "
                        f"{width} tokens; got {max_completion_length!r}.")
     mask = _padded([[1.0] * n for n in lengths], width)
-    new, old = _padded(logp_new, width), _padded(logp_old, width)
+    new, old = _padded(logp_new, width).requires_grad_(True), _padded(logp_old, width)
     ref = None if logp_ref is None else _padded(logp_ref, width)
     epsilon_high = epsilon_low if epsilon_high is None else epsilon_high
-    terms = clip_terms(new, old, torch.tensor(advantages, dtype=torch.float64), mask, epsilon_low, epsilon_high,
-                       level, ref, beta)
+    adv = torch.tensor(advantages, dtype=torch.float64)
+    terms = clip_terms(new, old, adv, mask, epsilon_low, epsilon_high, level, ref, beta, kl_bias_correction)
+    gradients = [torch.autograd.grad(aggregate(part, mask, loss_type, limit), new, retain_graph=True)[0]
+                 if part.requires_grad else torch.zeros_like(mask)  # without a reference the KL term is a constant 0
+                 for part in (terms["surrogate"], beta * terms["kl_term"])]
+    terms = {k: v.detach() for k, v in terms.items()}
     values = {k: v.tolist() for k, v in terms.items()}
     tokens = [[TokenTerms(answer=i, position=t, logp_new=new[i, t].item(), logp_old=old[i, t].item(),
                           log_ratio=values["log_ratio"][i][t], ratio=values["ratio"][i][t],
                           advantage=float(advantages[i]), unclipped=values["unclipped"][i][t],
                           clipped=values["clipped"][i][t], takes_clipped=values["takes_clipped"][i][t],
                           logp_ref=None if ref is None else ref[i, t].item(), kl=values["kl"][i][t],
-                          weighted_kl=beta * values["kl"][i][t], loss=values["loss"][i][t])
+                          weighted_kl=beta * values["kl_term"][i][t], loss=values["loss"][i][t],
+                          surrogate_gradient=gradients[0][i, t].item(), kl_gradient=gradients[1][i, t].item())
                for t in range(n)] for i, n in enumerate(lengths)]
     count, groups = sum(lengths), len(lengths)
     weights = {GRPO: [1 / (groups * n) for n in lengths], BNPO: [1 / count] * groups, DAPO: [1 / count] * groups,
-               DR_GRPO: [1 / (groups * limit)] * groups}
+               DR_GRPO: [1 / (groups * limit)] * groups, LUSPO: [1 / groups] * groups}
     losses = {kind: Aggregation(kind, LOSS_TYPE_SOURCES[kind], aggregate(terms["loss"], mask, kind, limit).item(),
                                 weights[kind]) for kind in LOSS_TYPES}
     sums = (terms["loss"] * mask).sum(-1)
-    clipped = int(terms["takes_clipped"].sum())
+    low, high = _clipped_units(terms, adv, level)
+    total = count if level == TOKEN else groups
     return GroupLoss(
         level=level, epsilon_low=float(epsilon_low), epsilon_high=float(epsilon_high), beta=float(beta),
-        advantages=[float(a) for a in advantages], lengths=lengths, max_completion_length=limit, tokens=tokens,
-        answer_means=[s / n for s, n in zip(sums.tolist(), lengths)], answer_sums=sums.tolist(),
-        clipped_count=clipped, token_count=count, clip_fraction=clipped / count,
-        mean_kl=(terms["kl"].sum() / count).item(), losses=losses)
+        kl_bias_correction=kl_bias_correction, loss_type=loss_type, advantages=[float(a) for a in advantages],
+        lengths=lengths, max_completion_length=limit, tokens=tokens,
+        answer_means=[s / n for s, n in zip(sums.tolist(), lengths)], answer_sums=sums.tolist(), token_count=count,
+        clip_unit=TOKEN if level == TOKEN else "answer", clip_total=total, clipped_low=low, clipped_high=high,
+        clipped_count=low + high, clip_fraction=(low + high) / total,
+        mean_kl=(terms["kl_term"].sum() / count).item(), losses=losses)
+
+
+def _clipped_units(terms: dict, advantages: torch.Tensor, level: str) -> tuple[int, int]:
+    """How many tokens (answers, at sequence level: TRL counts each answer's one ratio once) the min clips from
+    below (A < 0) and from above (A > 0)."""
+    taken = terms["takes_clipped"]
+    if level == SEQUENCE:
+        taken = taken.any(-1)
+        below = taken & (advantages < 0)
+    else:
+        below = taken & (advantages[:, None] < 0)
+    return int(below.sum()), int((taken & ~below).sum())
 
 
 # --- the reward model, and DPO as one ---------------------------------------------------------------------
@@ -588,16 +647,31 @@ def token_logprobs(model, prompt: list[int], answer: list[int], temperature: flo
 
 # --- one step -----------------------------------------------------------------------------------------------
 
+MAX_UPDATES = 4  # μ: a fourth update already takes as long as sampling the default group on a CPU
+
+
+@dataclass
+class GrpoUpdate:
+    """One gradient step of GrpoStep: the group's loss at the weights it starts from, and its gradient's norm."""
+    number: int  # 1 for the first update on the group
+    start: GroupLoss  # the terms at this update's weights, against the unchanged π_old and π_ref
+    loss: float  # the loss the update differentiated, in float32 (start.losses[loss_type] is it in float64)
+    grad_norm: float  # ‖∂loss/∂w‖ over every weight
+
+
 @dataclass
 class GrpoStep:
-    """One step of plain gradient descent (w ← w − lr·g, torch.optim.SGD without momentum) on the group's GRPO
-    loss, on a private copy of every weight: the shared model never changes.
+    """μ = ``updates`` steps of plain gradient descent (w ← w − lr·g, torch.optim.SGD without momentum) on one
+    group's GRPO loss, as TRL takes num_iterations updates on each generated batch, on a private copy of every
+    weight: the shared model never changes.
 
-    π_old is the model that sampled, scored afresh before the step (as TRL does when it takes one step per
-    group): before the step π_θ = π_old, so every ratio is exactly 1, nothing is clipped, and the loss is
-    −Σ A over the weighting of ``loss_type``. π_ref is the shared model too, so the KL is 0 before the step.
-    After it the same answers are scored by the updated copy: the ratios move away from 1, some are clipped,
-    and the KL to the reference is no longer 0."""
+    π_old, the model that sampled, and π_ref, the reference, are both the shared model here: its log π of the
+    answers, the detached values of the first update's own forward pass (TRL's per_token_logps.detach() when
+    old_per_token_logps is None). At the first update π_θ = π_old, so every ratio is exactly 1 and nothing is
+    clipped; π_θ = π_ref too, so the KL and its gradient are 0 (in training π_ref stays the starting model while
+    π_old follows the policy, so later groups start with a KL above 0). Each later update scores the same answers
+    with the weights the update before left: the ratios have moved, the clip zeroes the gradient of the tokens
+    that moved far enough, and the KL pulls them back towards π_ref."""
     model: str
     lr: float
     loss_type: str
@@ -605,15 +679,17 @@ class GrpoStep:
     epsilon_low: float
     epsilon_high: float
     beta: float
+    kl_bias_correction: bool
     temperature: float  # log π is log_softmax(logits / T), T the group's sampling temperature (as TRL)
     advantages: list[float]
-    before: GroupLoss  # π_θ = π_old = π_ref: ratios 1, KL 0
-    after: GroupLoss  # π_θ the updated copy; π_old and π_ref still the shared model
-    loss: float  # the loss the step differentiated, in float32 (before.losses[loss_type] is it in float64)
-    grad_norm: float  # ‖∂loss/∂w‖ over every weight
-    weights: int  # how many numbers the step changed (tied weights once)
+    updates: list[GrpoUpdate]  # μ of them, in order
+    before: GroupLoss  # updates[0].start: π_θ = π_old = π_ref, ratios 1, KL 0
+    after: GroupLoss  # the answers scored once more after the last update; π_old and π_ref still the shared model
+    loss: float  # the first update's loss, float32
+    grad_norm: float  # the first update's ‖g‖
+    weights: int  # how many numbers each update changed (tied weights once)
     answer_logps_before: list[float]  # Σ log π over each answer's tokens: log p(answer | prompt) at T
-    answer_logps_after: list[float]
+    answer_logps_after: list[float]  # after the last update
     seconds: float
     device: str
 
@@ -621,42 +697,60 @@ class GrpoStep:
         return asdict(self)
 
 
-def grpo_step(loaded, group: Group, advantages: list[float], lr: float = 1e-3, loss_type: str = GRPO,
-              level: str = TOKEN, epsilon_low: float = DEFAULT_EPSILON, epsilon_high: float | None = None,
-              beta: float = DEFAULT_BETA) -> GrpoStep:
-    """One SGD step at rate ``lr`` on ``group``'s GRPO loss with these ``advantages`` (one per answer), and the
-    group scored again after it (see GrpoStep). Raises BadInput."""
+def check_updates(updates: int) -> int:
+    return _check_whole(updates, "number of updates on the group", 1, MAX_UPDATES)
+
+
+def _check_step(lr, loss_type: str, updates: int, group: Group, advantages: list[float]) -> float:
     lr = check_learning_rate(lr)
-    epsilon_high = epsilon_low if epsilon_high is None else epsilon_high
-    check_clip(epsilon_low, epsilon_high, level, beta)
     if loss_type not in LOSS_TYPES:
         raise BadInput(f"The loss type must be one of: {', '.join(LOSS_TYPES)}; got {loss_type!r}.")
+    check_updates(updates)
     if len(advantages) != len(group.answers) or not all(_is_number(a) for a in advantages):
         raise BadInput(f"The step needs one advantage per answer ({len(group.answers)}), each a finite number.")
+    return lr
+
+
+def grpo_step(loaded, group: Group, advantages: list[float], lr: float = 1e-3, loss_type: str = TRL.loss_type,
+              level: str = TOKEN, epsilon_low: float = DEFAULT_EPSILON, epsilon_high: float | None = None,
+              beta: float = DEFAULT_BETA, updates: int = 1, kl_bias_correction: bool = False) -> GrpoStep:
+    """``updates`` SGD steps at rate ``lr`` on ``group``'s GRPO loss with these ``advantages`` (one per answer),
+    each on the weights the one before left, and the group scored again after the last (see GrpoStep).
+    Raises BadInput."""
+    lr = _check_step(lr, loss_type, updates, group, advantages)
+    epsilon_high = epsilon_low if epsilon_high is None else epsilon_high
+    check_clip(epsilon_low, epsilon_high, level, beta)
     answers, prompt, temperature = [a.ids for a in group.answers], group.prompt_ids, group.temperature
+    score = dict(epsilon_low=epsilon_low, epsilon_high=epsilon_high, level=level, beta=beta,
+                 max_completion_length=group.max_new_tokens, loss_type=loss_type,
+                 kl_bias_correction=kl_bias_correction)
     start = time.perf_counter()
     module = private_copy(loaded.model)
-    logp, mask = group_logprobs(module, prompt, answers, temperature)
-    old = logp.detach()  # π_old = π_ref = the shared model: the copy before its step computes exactly that
-    terms = clip_terms(logp, old, torch.tensor(advantages, device=old.device), mask, epsilon_low, epsilon_high,
-                       level, old, beta)
-    loss = aggregate(terms["loss"], mask, loss_type, group.max_new_tokens)
-    grad_norm = descend(module, loss, lr)
-    del terms, logp
+    old, old_rows, done = None, None, []
+    for number in range(1, updates + 1):
+        logp, mask = group_logprobs(module, prompt, answers, temperature)
+        if old is None:  # π_old = π_ref = the shared model: the copy before its first update computes exactly that
+            old = logp.detach()
+            old_rows = [row[:len(a)] for row, a in zip(old.tolist(), answers)]
+        terms = clip_terms(logp, old, torch.tensor(advantages, device=old.device), mask, epsilon_low, epsilon_high,
+                           level, old, beta, kl_bias_correction)
+        loss = aggregate(terms["loss"], mask, loss_type, group.max_new_tokens)
+        rows = [row[:len(a)] for row, a in zip(logp.detach().tolist(), answers)]
+        del terms, logp
+        norm = descend(module, loss, lr)
+        done.append(GrpoUpdate(number, group_loss(rows, old_rows, advantages, logp_ref=old_rows, **score),
+                               loss.item(), norm))
     with torch.no_grad():
         new = group_logprobs(module, prompt, answers, temperature)[0]
     weights = sum(p.numel() for p in module.parameters())
     del module
     return_freed_memory()
-    old_rows, new_rows = ([row[:len(a)] for row, a in zip(x.tolist(), answers)] for x in (old, new))
-    score = dict(epsilon_low=epsilon_low, epsilon_high=epsilon_high, level=level, beta=beta,
-                 max_completion_length=group.max_new_tokens)
-    before = group_loss(old_rows, old_rows, advantages, logp_ref=old_rows, **score)
-    after = group_loss(new_rows, old_rows, advantages, logp_ref=old_rows, **score)
+    new_rows = [row[:len(a)] for row, a in zip(new.tolist(), answers)]
     return GrpoStep(
         model=loaded.name, lr=lr, loss_type=loss_type, level=level, epsilon_low=float(epsilon_low),
-        epsilon_high=float(epsilon_high), beta=float(beta), temperature=temperature,
-        advantages=[float(a) for a in advantages], before=before, after=after, loss=loss.item(),
-        grad_norm=grad_norm, weights=weights, answer_logps_before=[math.fsum(r) for r in old_rows],
+        epsilon_high=float(epsilon_high), beta=float(beta), kl_bias_correction=kl_bias_correction,
+        temperature=temperature, advantages=[float(a) for a in advantages], updates=done, before=done[0].start,
+        after=group_loss(new_rows, old_rows, advantages, logp_ref=old_rows, **score), loss=done[0].loss,
+        grad_norm=done[0].grad_norm, weights=weights, answer_logps_before=[math.fsum(r) for r in old_rows],
         answer_logps_after=[math.fsum(r) for r in new_rows], seconds=seconds_since(start, loaded.device),
         device=loaded.device)

@@ -11,18 +11,24 @@ from lmviz.course.questions.grpo import LESS, MORE, SAME, build_questions
 from lmviz.lessons.grpo import SAMPLE_STD, advantages, bradley_terry, group_loss
 
 
-def step_on(lengths: list[int]):
-    """A GrpoStep's fields the questions read: the loss before any update, every answer log π = -1 per token."""
+def step_on(lengths: list[int], updates: int = 1):
+    """A GrpoStep's fields the questions read: the loss at the first update, every answer log π = -1 per token, and
+    at a second one, where the first answer's tokens have moved: log π_θ = −0.5 (ratio e^0.5 = 1.65, A = +1: held
+    by the clip) and the others' −1.1 (ratio 0.905, A = −1/3: inside [0.8, 1.2])."""
     logps = [[-1.0] * n for n in lengths]
-    return SimpleNamespace(before=group_loss(logps, logps, [1.0] + [0.0] * (len(lengths) - 1)))
+    adv = [1.0] + [-1 / 3] * (len(lengths) - 1)
+    first = SimpleNamespace(start=group_loss(logps, logps, adv))
+    moved = [[-0.5] * lengths[0]] + [[-1.1] * n for n in lengths[1:]]
+    second = SimpleNamespace(start=group_loss(moved, logps, adv))
+    return SimpleNamespace(before=first.start, updates=[first, second][:updates])
 
 
 def by_key(questions) -> dict:
     return {q.key: q for q in questions}
 
 
-def asked(rewards=(1, 1, 0, 0), lengths=(3, 5, 2, 4), chosen=2.0, rejected=0.5) -> dict:
-    return by_key(build_questions(advantages(list(rewards), SAMPLE_STD), step_on(list(lengths)),
+def asked(rewards=(1, 1, 0, 0), lengths=(3, 5, 2, 4), chosen=2.0, rejected=0.5, updates=1) -> dict:
+    return by_key(build_questions(advantages(list(rewards), SAMPLE_STD), step_on(list(lengths), updates),
                                   bradley_terry(chosen, rejected)))
 
 
@@ -46,6 +52,17 @@ def test_a_group_of_equal_rewards_has_the_advantage_0_and_says_it_teaches_nothin
 def test_the_first_ratio_is_1():
     question = asked()["first_ratio"]
     assert question.answer == 1.0 and quiz.check(question, "1").right and not quiz.check(question, "0").right
+    assert "at every step" in question.reason and "used again" in question.reason
+    assert "second_update_clipped" not in asked()  # one update: nothing for the clip to do
+
+
+def test_at_the_second_update_the_clip_holds_the_first_answers_tokens():
+    """By hand: answer 1's 3 tokens have r = e^0.5 = 1.649 > 1.2 with A > 0, each held; the others' r = e^−0.1 =
+    0.905 is inside [0.8, 1.2], none held: 3 of the 14 tokens."""
+    question = asked(updates=2)["second_update_clipped"]
+    assert question.answer == 3 and "of the group's 14 tokens" in question.ask
+    assert quiz.check(question, "3").right and not quiz.check(question, "14").right
+    assert "0 with r below 1 − ε and A < 0, and 3 with r above 1 + ε" in question.reason
 
 
 @pytest.mark.parametrize(("lengths", "answer"), [((3, 5, 2, 4), LESS), ((4, 4, 4, 4), SAME)])

@@ -6,12 +6,16 @@ autograd, the exact KL of two small distributions, torch's logsigmoid and lmviz.
 import copy
 import math
 import random
+import re
 import statistics
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from lmviz.core.trl import TRL
+from lmviz.course.glossary import TERMS
 from lmviz.errors import NothingToScore
 from lmviz.lessons.chat_loss import NoChatTemplate, dpo_loss
 from lmviz.lessons.grpo import (
@@ -20,6 +24,8 @@ from lmviz.lessons.grpo import (
     DR_GRPO,
     GRPO,
     LOSS_TYPES,
+    LUSPO,
+    MAX_UPDATES,
     MEAN,
     POPULATION_STD,
     SAMPLE_STD,
@@ -138,7 +144,8 @@ def reference_losses(new, old, adv, eps_low, eps_high, ref, beta, level, limit) 
     count = sum(len(row) for row in per_answer)
     total = sum(sum(row) for row in per_answer)
     return {GRPO: sum(sum(row) / len(row) for row in per_answer) / len(per_answer), BNPO: total / count,
-            DAPO: total / count, DR_GRPO: total / (len(per_answer) * limit)}
+            DAPO: total / count, DR_GRPO: total / (len(per_answer) * limit),
+            LUSPO: sum(sum(row) for row in per_answer) / len(per_answer)}
 
 
 def random_group(seed: int, sizes=(3, 7, 1, 5)):
@@ -168,10 +175,13 @@ def test_group_loss_is_the_published_equations(seed, eps_low, eps_high, beta, le
         assert token.takes_clipped == is_clipped
         assert token.weighted_kl == pytest.approx(beta * token.kl, rel=1e-15)
         clipped += is_clipped
-    assert result.clipped_count == clipped and result.token_count == len(flat) == 16
-    assert result.clip_fraction == clipped / 16
+    assert result.token_count == len(flat) == 16
     if level == TOKEN:
+        assert result.clipped_count == clipped and result.clip_total == 16 and result.clip_fraction == clipped / 16
         assert 0 < clipped < 16  # the random group does reach the clip: the check above is not vacuous
+    else:  # TRL counts each answer's one ratio once
+        answers = sum(answer[0].takes_clipped for answer in result.tokens)
+        assert result.clipped_count == answers and result.clip_total == 4 and result.clip_fraction == answers / 4
 
 
 def test_the_sequence_ratio_is_gspos_one_per_answer():
@@ -229,11 +239,12 @@ def test_a_long_wrong_answer_and_a_short_right_one():
     old = [[math.log(0.5)] * 2, [math.log(0.25)] * 6]
     result = group_loss(old, old, [1.0, -1.0], max_completion_length=8)
     assert {kind: result.losses[kind].loss for kind in LOSS_TYPES} == pytest.approx(
-        {GRPO: 0.0, BNPO: 0.5, DAPO: 0.5, DR_GRPO: 0.25}, abs=1e-15)
+        {GRPO: 0.0, BNPO: 0.5, DAPO: 0.5, DR_GRPO: 0.25, LUSPO: 2.0}, abs=1e-15)  # luspo: (−2 + 6) / 2
     assert result.answer_sums == [-2.0, 6.0] and result.answer_means == [-1.0, 1.0]
     assert result.losses[GRPO].token_weights == pytest.approx([1 / 4, 1 / 12])
     assert result.losses[BNPO].token_weights == result.losses[DAPO].token_weights == [1 / 8, 1 / 8]
     assert result.losses[DR_GRPO].token_weights == [1 / 16, 1 / 16]
+    assert result.losses[LUSPO].token_weights == [1 / 2, 1 / 2]
 
 
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
@@ -248,6 +259,76 @@ def test_a_tokens_weight_is_its_gradient(loss_type):
     for i, n in enumerate(result.lengths):
         assert terms.grad[i, :n].tolist() == pytest.approx([result.losses[loss_type].token_weights[i]] * n, rel=1e-12)
         assert terms.grad[i, n:].abs().sum() == 0
+
+
+def trl_clip_counts(result, eps_low: float, eps_high: float) -> tuple[int, int]:
+    """TRL's is_low_clipped and is_high_clipped (grpo_trainer.py), counted here from the ratios and advantages: per
+    token, or per answer where every token of an answer shares one ratio."""
+    units = [answer[:1] for answer in result.tokens] if result.level == SEQUENCE else result.tokens
+    flat = [t for answer in units for t in answer]
+    return (sum(t.ratio < 1 - eps_low and t.advantage < 0 for t in flat),
+            sum(t.ratio > 1 + eps_high and t.advantage > 0 for t in flat))
+
+
+@pytest.mark.parametrize("level", [TOKEN, SEQUENCE])
+@pytest.mark.parametrize("seed", [0, 1, 2, 6])
+def test_the_clipped_counts_are_trls_low_and_high(seed, level):
+    new, old, _, adv = random_group(seed)
+    if level == SEQUENCE:  # mean log-ratios move less than a token's: a tight clip, as GSPO's, reaches them
+        new = [[n + (0.3 if a > 0 else -0.3) for n in row] for row, a in zip(new, adv)]
+    result = group_loss(new, old, adv, 0.1, 0.15, level)
+    low, high = trl_clip_counts(result, 0.1, 0.15)
+    assert (result.clipped_low, result.clipped_high) == (low, high) and result.clipped_count == low + high > 0
+
+
+def reference_gradients(result, loss_type: str, beta: float, corrected: bool) -> list[tuple[float, float]]:
+    """∂loss/∂log π_θ of each token, from the published equations by hand: where the min takes r·A, the clipped
+    term −w·r·A has the derivative −w·A·r (w the token's weight; at sequence level r is the answer's s and the
+    n tokens' terms each add −w·A·s/n); where it takes the clipped term, 0. The KL term w·β·k3, with
+    k3 = e^(ref − x) − (ref − x) − 1, has the derivative w·β·(1 − e^(ref − x)); times the ratio (TRL's
+    correction) it is w·β·r·(k3 + 1 − e^(ref − x))."""
+    out = []
+    for answer, w in zip(result.tokens, result.losses[loss_type].token_weights):
+        for t in answer:
+            surrogate = 0.0 if t.takes_clipped else -w * t.advantage * t.ratio
+            pull = 1 - math.exp(t.logp_ref - t.logp_new)
+            kl = w * beta * (t.ratio * (t.kl + pull) if corrected else pull)
+            out.append((surrogate, kl))
+    return out
+
+
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+@pytest.mark.parametrize("level, corrected", [(TOKEN, False), (TOKEN, True), (SEQUENCE, False)])
+def test_each_tokens_gradient_is_the_published_derivative(loss_type, level, corrected):
+    new, old, ref, adv = random_group(7)
+    result = group_loss(new, old, adv, 0.2, None, level, ref, 0.3, max_completion_length=9, loss_type=loss_type,
+                        kl_bias_correction=corrected)
+    shown = [(t.surrogate_gradient, t.kl_gradient) for answer in result.tokens for t in answer]
+    expected = reference_gradients(result, loss_type, 0.3, corrected)
+    assert [g for pair in shown for g in pair] == pytest.approx([g for pair in expected for g in pair], rel=1e-10,
+                                                                 abs=1e-15)
+    assert any(t.takes_clipped for answer in result.tokens for t in answer)  # the clip's zeros are tested too
+
+
+def test_trls_bias_corrected_kl_is_k3_times_the_ratio():
+    new, old, ref, adv = random_group(8)
+    plain = group_loss(new, old, adv, logp_ref=ref, beta=0.04)
+    corrected = group_loss(new, old, adv, logp_ref=ref, beta=0.04, kl_bias_correction=True)
+    for a, b in zip((t for answer in plain.tokens for t in answer), (t for answer in corrected.tokens for t in answer)):
+        k3 = math.exp(a.logp_ref - a.logp_new) - (a.logp_ref - a.logp_new) - 1
+        assert a.weighted_kl == pytest.approx(0.04 * k3, rel=1e-12)
+        assert b.weighted_kl == pytest.approx(0.04 * k3 * math.exp(a.logp_new - a.logp_old), rel=1e-12)
+    assert corrected.mean_kl == pytest.approx(statistics.fmean(t.weighted_kl / 0.04 for answer in corrected.tokens
+                                                               for t in answer), rel=1e-12)
+
+
+def test_the_kl_and_its_gradient_are_zero_where_the_policy_is_the_reference():
+    """At the first update π_θ = π_old = π_ref: the KL's gradient is 0, plain or times the ratio (a ratio with a
+    gradient times k3 = 0, plus 1 times a slope of 0), so β changes nothing there."""
+    _, old, _, adv = random_group(9)
+    for corrected in (False, True):
+        result = group_loss(old, old, adv, logp_ref=old, beta=0.5, kl_bias_correction=corrected)
+        assert all(t.kl == 0.0 and t.kl_gradient == 0.0 for answer in result.tokens for t in answer)
 
 
 @pytest.mark.parametrize("call", [
@@ -306,6 +387,7 @@ def test_rewards_it_cannot_use_are_one_sentence(call):
 # "role: text" lines: a chat template for lmviz's tiny GPT, which has none of its own
 PLAIN = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
          "{% if add_generation_prompt %}assistant:{% endif %}")
+ROOT = Path(__file__).resolve().parents[2]
 STORY_PROMPT = "where did the dog go?"
 ARITHMETIC = "What is 7 + 5? Reply with just the number."
 
@@ -490,10 +572,11 @@ def test_a_model_without_a_chat_template_says_so():
 # --- one step ----------------------------------------------------------------------------------------------
 
 def reference_step(model, prompt: list[int], answers: list[list[int]], adv: list[float], lr: float, loss_type: str,
-                   level: str, eps: float, beta: float, temperature: float, limit: int):
-    """torch.optim.SGD on an independent deep copy, the loss written here from the equations answer by answer
-    (π_old = π_ref = the model before the step, as TRL with one step per group). Returns the answers' log π
-    after the step and the gradient's norm."""
+                   level: str, eps: float, beta: float, temperature: float, limit: int, updates: int = 1,
+                   corrected: bool = False):
+    """torch.optim.SGD on an independent deep copy, ``updates`` times on the same answers, the loss written here from
+    the equations answer by answer (π_old = π_ref = the model before the first update, as TRL with num_iterations
+    updates per group). Returns the answers' log π after the last update and each update's gradient norm."""
     model = copy.deepcopy(model).requires_grad_(True)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
 
@@ -501,22 +584,28 @@ def reference_step(model, prompt: list[int], answers: list[list[int]], adv: list
         logits = model(input_ids=torch.tensor([prompt + answer])).logits[0, len(prompt) - 1:-1] / temperature
         return F.log_softmax(logits.float(), dim=-1)[torch.arange(len(answer)), torch.tensor(answer)]
 
-    terms = []
-    for answer, a in zip(answers, adv):
-        new = logps(answer)
-        old = new.detach()
-        ratio = torch.exp((new - old).mean()).expand_as(new) if level == SEQUENCE else torch.exp(new - old)
-        surrogate = torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
-        kl = torch.exp(old - new) - (old - new) - 1
-        terms.append(-surrogate + beta * kl)
-    count = sum(len(answer) for answer in answers)
-    loss = {GRPO: lambda: sum(t.mean() for t in terms) / len(terms), BNPO: lambda: sum(t.sum() for t in terms) / count,
-            DR_GRPO: lambda: sum(t.sum() for t in terms) / (len(terms) * limit)}[loss_type]()
-    loss.backward()
-    norm = math.sqrt(sum(p.grad.double().square().sum().item() for p in model.parameters()))
-    optimizer.step()
     with torch.no_grad():
-        return [logps(answer).tolist() for answer in answers], norm
+        olds = [logps(answer) for answer in answers]
+    norms = []
+    for _ in range(updates):
+        terms = []
+        for answer, a, old in zip(answers, adv, olds):
+            new = logps(answer)
+            ratio = torch.exp((new - old).mean()).expand_as(new) if level == SEQUENCE else torch.exp(new - old)
+            surrogate = torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+            kl = torch.exp(old - new) - (old - new) - 1
+            terms.append(-surrogate + beta * (kl * ratio if corrected else kl))
+        count = sum(len(answer) for answer in answers)
+        loss = {GRPO: lambda: sum(t.mean() for t in terms) / len(terms),
+                BNPO: lambda: sum(t.sum() for t in terms) / count,
+                DR_GRPO: lambda: sum(t.sum() for t in terms) / (len(terms) * limit),
+                LUSPO: lambda: sum(t.sum() for t in terms) / len(terms)}[loss_type]()
+        optimizer.zero_grad()
+        loss.backward()
+        norms.append(math.sqrt(sum(p.grad.double().square().sum().item() for p in model.parameters())))
+        optimizer.step()
+    with torch.no_grad():
+        return [logps(answer).tolist() for answer in answers], norms
 
 
 def snapshot(model) -> dict:
@@ -532,11 +621,11 @@ def test_one_step_is_torch_optim_sgd_on_a_copy_and_moves_the_ratios(tiny_plain, 
     assert all(torch.equal(t, before[name]) for name, t in loaded.model.state_dict().items())  # bitwise
     assert all(p.grad is None and not p.requires_grad for p in loaded.model.parameters())
     answers = [a.ids for a in group.answers]
-    expected, norm = reference_step(loaded.model, group.prompt_ids, answers, adv, 0.01, loss_type, level, 0.2, 0.04,
-                                    group.temperature, group.max_new_tokens)
+    expected, norms = reference_step(loaded.model, group.prompt_ids, answers, adv, 0.01, loss_type, level, 0.2, 0.04,
+                                     group.temperature, group.max_new_tokens)
     after = [[t.logp_new for t in answer] for answer in step.after.tokens]
     assert max(abs(x - y) for a, b in zip(after, expected) for x, y in zip(a, b)) < 1e-4
-    assert step.grad_norm == pytest.approx(norm, rel=1e-4)
+    assert step.grad_norm == pytest.approx(norms[0], rel=1e-4)
     # before the step every ratio is exactly 1 and nothing is clipped; after it, neither holds
     assert all(t.ratio == 1.0 for answer in step.before.tokens for t in answer)
     assert step.before.clip_fraction == 0.0 and step.before.mean_kl == 0.0
@@ -544,6 +633,53 @@ def test_one_step_is_torch_optim_sgd_on_a_copy_and_moves_the_ratios(tiny_plain, 
     assert any(abs(t.ratio - 1) > 0.01 for answer in step.after.tokens for t in answer)
     assert step.answer_logps_after == pytest.approx([sum(row) for row in after], rel=1e-12)
     assert step.weights == sum(p.numel() for p in loaded.model.parameters())
+
+
+# luspo sums each answer's terms where the others average them: a smaller rate moves the tiny GPT as far
+@pytest.mark.parametrize("loss_type, level, corrected, lr", [(GRPO, TOKEN, True, 0.05), (LUSPO, TOKEN, False, 0.005),
+                                                            (BNPO, SEQUENCE, False, 0.05)])
+def test_later_updates_on_the_group_are_torch_optim_sgd_again_with_the_ratios_moved(stopping, loss_type, level,
+                                                                                   corrected, lr):
+    loaded, group = stopping
+    adv = advantages(rewards(group, at_most_tokens(5)), SAMPLE_STD).advantages
+    step = grpo_step(loaded, group, adv, lr=lr, loss_type=loss_type, level=level, epsilon_low=0.1, beta=0.2,
+                     updates=3, kl_bias_correction=corrected)
+    answers = [a.ids for a in group.answers]
+    expected, norms = reference_step(loaded.model, group.prompt_ids, answers, adv, lr, loss_type, level, 0.1, 0.2,
+                                     group.temperature, group.max_new_tokens, updates=3, corrected=corrected)
+    assert [u.grad_norm for u in step.updates] == pytest.approx(norms, rel=1e-4)
+    after = [[t.logp_new for t in answer] for answer in step.after.tokens]
+    assert max(abs(x - y) for a, b in zip(after, expected) for x, y in zip(a, b)) < 1e-4
+    assert [u.number for u in step.updates] == [1, 2, 3] and step.before is step.updates[0].start
+    # each update's terms are taken at the weights the update before left, against the unchanged π_old and π_ref
+    for update in step.updates[1:]:
+        assert any(t.ratio != 1.0 for answer in update.start.tokens for t in answer)
+        assert update.start.mean_kl > 0
+        assert all(t.logp_old == t.logp_ref == first.logp_new
+                   for answer, answer0 in zip(update.start.tokens, step.before.tokens)
+                   for t, first in zip(answer, answer0))
+    assert step.updates[1].start.clipped_count > 0  # the clip acts on the second update
+
+
+def test_only_the_rate_the_loss_type_and_the_advantages_shape_the_first_update(stopping):
+    """The page's sentence: ε, β, the ratio's level and the KL's weighting change nothing at the first update, where
+    every ratio is 1 and π_θ is π_ref; at the second, each of them changes the gradient."""
+    loaded, group = stopping
+    adv = advantages(rewards(group, at_most_tokens(5)), SAMPLE_STD).advantages
+    # a small rate: the ratios stay near 1, where ε decides which tokens the clip holds
+    base = dict(lr=0.005, loss_type=DAPO, level=TOKEN, epsilon_low=0.2, beta=0.04, updates=2, kl_bias_correction=True)
+    first = grpo_step(loaded, group, adv, **base)
+    for change in (dict(epsilon_low=0.001), dict(beta=0.9), dict(level=SEQUENCE), dict(kl_bias_correction=False)):
+        other = grpo_step(loaded, group, adv, **(base | change))
+        assert other.updates[0].grad_norm == pytest.approx(first.updates[0].grad_norm, rel=1e-6), change
+        assert other.updates[1].grad_norm != pytest.approx(first.updates[1].grad_norm, rel=1e-6), change
+        assert other.updates[0].start.clipped_count == 0 and other.updates[0].start.mean_kl == 0
+    assert grpo_step(loaded, group, adv, **(base | dict(epsilon_low=0.001))).updates[1].start.clipped_count > 0
+    # what does shape it: the loss type its gradient, the rate how far the weights go along it
+    assert grpo_step(loaded, group, adv, **(base | dict(loss_type=GRPO, updates=1))).grad_norm != pytest.approx(
+        first.grad_norm, rel=1e-6)
+    slower = grpo_step(loaded, group, adv, **(base | dict(lr=0.001, updates=1)))
+    assert slower.grad_norm == first.grad_norm and slower.after.mean_kl < first.updates[1].start.mean_kl
 
 
 def test_a_group_of_equal_rewards_gives_a_step_that_changes_nothing(stopping):
@@ -555,10 +691,57 @@ def test_a_group_of_equal_rewards_gives_a_step_that_changes_nothing(stopping):
 
 
 @pytest.mark.parametrize("settings", [dict(lr=0.0), dict(lr=2.0), dict(loss_type="mean"), dict(level="answer"),
-                                      dict(advantages=[1.0]), dict(advantages=[math.nan] * 8), dict(beta=-0.1)])
+                                      dict(advantages=[1.0]), dict(advantages=[math.nan] * 8), dict(beta=-0.1),
+                                      dict(updates=0), dict(updates=MAX_UPDATES + 1), dict(loss_type="cispo")])
 def test_a_step_it_cannot_take_is_one_sentence(stopping, settings):
     loaded, group = stopping
     arguments = dict(advantages=[1.0, -1.0] * 4) | settings
     with pytest.raises(BadInput) as raised:
         grpo_step(loaded, group, **arguments)
     assert one_sentence(str(raised.value))
+
+
+# --- what the words say of TRL --------------------------------------------------------------------------------
+
+# how a sentence names each of TRL's defaults (lmviz.core.trl.TRL)
+TRL_FIELD_WORDS = {"loss_type": ("loss_type", "loss type"), "beta": ("beta", "β"), "epsilon": ("epsilon", "ε"),
+                   "scale_rewards": ("scale_rewards",), "num_iterations": ("num_iterations",),
+                   "use_bias_correction_kl": ("use_bias_correction_kl",), "learning_rate": ("learning_rate",),
+                   "importance_sampling_level": ("importance_sampling_level",),
+                   "mask_truncated_completions": ("mask_truncated_completions",)}
+
+
+def written(value) -> tuple[str, ...]:
+    if isinstance(value, bool):
+        return ("on", "True", "true") if value else ("off", "False", "false")
+    return (f"{value:g}",) if isinstance(value, float) else (str(value),)
+
+
+def wrong_defaults(text: str) -> list[str]:
+    """Each sentence (or clause) that speaks of a TRL default and names one of TRL's settings without its value."""
+    wrong = []
+    for sentence in re.split(r"(?<=[.;])\s+", text):
+        if "TRL" not in sentence or "default" not in sentence or re.search(r"\b(?!GRPO)[A-Z]\w*Config\b", sentence):
+            continue  # another trainer's setting (DPOConfig's beta) is not GRPO's
+        wrong += [f"{field}: {sentence}" for field, words in TRL_FIELD_WORDS.items()
+                  if any(word in sentence for word in words)
+                  and not any(re.search(rf"(?<![\w.]){re.escape(form)}(?!\w|\.\d)", sentence)
+                              for form in written(getattr(TRL, field)))]  # whole: 0 is not in 0.04
+    return wrong
+
+
+def test_the_checker_catches_a_wrong_trl_default():
+    assert wrong_defaults("TRL's default loss type is grpo. Its β defaults to 0.04 in TRL.") == [
+        "loss_type: TRL's default loss type is grpo.", "beta: Its β defaults to 0.04 in TRL."]
+    assert wrong_defaults(f"TRL's default loss type is {TRL.loss_type}; DeepSeekMath used β = 0.04.") == []
+    assert wrong_defaults("TRL's DPOConfig beta is 0.1 by default.") == []
+
+
+@pytest.mark.parametrize("path", ["docs/lessons/grpo.md", "docs/reference/cli.md", "docs/lessons/gradient_step.md",
+                                  "docs/teachers/index.md"])
+def test_every_trl_default_the_docs_name_is_trls(path):
+    assert wrong_defaults((ROOT / path).read_text()) == []
+
+
+def test_every_trl_default_the_glossary_names_is_trls():
+    assert wrong_defaults(" ".join(definition for _, definition in TERMS.values())) == []

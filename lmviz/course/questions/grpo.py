@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lmviz.core.numbers import fmt, fmt_signed
-from lmviz.course.quiz import Question
+from lmviz.core.trl import TRL
+from lmviz.course.quiz import COUNT_DIGITS, Question
 
 if TYPE_CHECKING:  # the records' types only: importing the lesson would import torch
     from lmviz.lessons.grpo import Advantages, BradleyTerry, GrpoStep
@@ -15,8 +16,10 @@ MORE, LESS, SAME = "more", "less", "the same"
 
 
 def build_questions(sample_std: Advantages, step: GrpoStep, preference: BradleyTerry) -> list[Question]:
-    return [_advantage_question(sample_std), _first_ratio_question(step), _weights_question(step),
-            _bradley_terry_question(preference)]
+    questions = [_advantage_question(sample_std), _first_ratio_question(step)]
+    if len(step.updates) > 1:
+        questions.append(_second_update_question(step))
+    return [*questions, _weights_question(step), _bradley_terry_question(preference)]
 
 
 
@@ -32,7 +35,8 @@ def _advantage_question(adv: Advantages) -> Question:
                   f"√({fmt(sum(adv.squares))} / {adv.divisor}) = {fmt(adv.std)}.")
     return Question(
         "advantage", f"Answer {at + 1} has the reward {fmt(adv.rewards[at])}, and the group's mean reward is "
-                     f"{fmt(adv.mean)}. With the sample standard deviation, as GRPO was published, what is its "
+                     f"{fmt(adv.mean)}. With the sample standard deviation, as TRL divides by default "
+                     f"(scale_rewards=\"{TRL.scale_rewards}\", without its {TRL.std_eps:g}), what is its "
                      "advantage?", adv.advantages[at],
         reason=reason, hint="subtract the group's mean reward, then divide by its sample standard deviation "
                             "(section 2 writes both out).")
@@ -41,13 +45,27 @@ def _advantage_question(adv: Advantages) -> Question:
 def _first_ratio_question(step: GrpoStep) -> Question:
     first = step.before.tokens[0][0]
     return Question(
-        "first_ratio", "Before the step, the policy being trained is the policy that sampled the answers. What is the "
-                       "ratio π_θ / π_old of answer 1's first token?", first.ratio,
+        "first_ratio", "At the first update on a group, the policy being trained is the policy that sampled the "
+                       "answers. What is the ratio π_θ / π_old of answer 1's first token?", first.ratio,
         reason=f"Both are the same weights, so log π_θ − log π_old = {fmt(first.log_ratio)} and the ratio is "
-               f"e^0 = {fmt(first.ratio)} for every token: nothing can be clipped on the first step of a group, "
-               "which is why a clip fraction logged there is always 0.",
-        hint="the ratio is e^(log π_θ − log π_old); before any update the two log-probabilities are equal "
+               f"e^0 = {fmt(first.ratio)} for every token: nothing can be clipped at the first update on a group. "
+               f"TRL by default (num_iterations = {TRL.num_iterations}) takes only that one, so the clip fraction it "
+               "logs is 0 at every step; the clip acts when the same samples are used again.",
+        hint="the ratio is e^(log π_θ − log π_old); at the first update the two log-probabilities are equal "
              "(section 3).")
+
+
+def _second_update_question(step: GrpoStep) -> Question:
+    second = step.updates[1].start
+    unit = second.clip_unit
+    return Question(
+        "second_update_clipped", f"At the second update on the same group, how many of the group's {second.clip_total} "
+                                 f"{unit}s does the clip hold (the min takes clip(r)·A)?", second.clipped_count,
+        reason=f"{second.clipped_low} with r below 1 − ε and A < 0, and {second.clipped_high} with r above 1 + ε and "
+               f"A > 0: {second.clipped_count} of {second.clip_total}, a clip fraction of "
+               f"{fmt(second.clip_fraction)}. The first update moved the ratios away from 1; the clip now stops "
+               "pushing those that moved far enough.",
+        hint="section 5's table of updates counts them at each update.", digits=COUNT_DIGITS)
 
 
 def _weights_question(step: GrpoStep) -> Question:
