@@ -281,3 +281,37 @@ def test_a_count_of_questions_per_page_is_the_registrys():
         for low, high in re.findall(rf"\b{number} (?:to|or) {number} (?:check-yourself )?questions", flat(text)):
             assert (words[low], words[high]) == (min(counts), max(counts)), f"{low} to {high}: {counts}"
     assert (min(counts), max(counts)) == (2, 5)
+
+
+def test_the_class_plans_next_sentence_example_is_what_the_page_shows_offline():
+    """Issue 39: the plan's example of a Sentence B that does not follow A, "the penguin ate plums at the zoo .", was
+    judged a continuation (p = 0.945). The plan's A, reached by its two buttons, and its two B's, typed into the page
+    as it opens offline (lmviz's tiny BERT), against the model's own next-sentence head."""
+    import torch
+
+    from lmviz.core.numbers import fmt_prob
+    from lmviz.models.loading import TINY_BERT, load_bert
+    from tests.helpers import open_page
+
+    plan = page("teachers/index.md")
+    said = re.search(r'After the two buttons above, A is "([^"]+)": "([^"]+)" gets p\(B follows A\) (\S+) and '
+                     r'"([^"]+)" (\S+)\. Only the name differs, and it decides: the tiny BERT has learnt to look '
+                     r"for A's two characters in B\.", plan)
+    assert said, "the plan's Next sentence example is not where this test reads it"
+    a, follows, p_follows, other, p_other = said.groups()
+    at = open_page("app_pages/next_sentence.py")
+    for label in ("A true continuation from the corpus", "A sentence from another story"):  # the plan's Show
+        next(b for b in at.button if b.label == label).click().run()
+    assert at.text_input(key="nsp_a").value == a
+    tiny = load_bert(TINY_BERT)
+    for b, p in ((follows, p_follows), (other, p_other)):
+        at.text_input(key="nsp_b").set_value(b).run()
+        assert not at.exception and next(m.value for m in at.metric if m.label == "p(B follows A)") == p
+        with torch.no_grad():  # class 0 of BERT's next-sentence head: B follows A
+            logits = tiny.model(**tiny.tokenizer(a, b, return_tensors="pt")).seq_relationship_logits[0]
+        assert fmt_prob(torch.softmax(logits.double(), -1)[0].item()) == p
+    assert float(p_follows) > 0.5 > float(p_other)
+    first, second = follows.split(), other.split()
+    [(name, other_name)] = [(x, y) for x, y in zip(first, second) if x != y]  # "only the name differs"
+    characters = a.split()[:3:2]  # "ben and umar went to ...": A's two characters
+    assert len(first) == len(second) and name in characters and other_name not in a.split()
