@@ -2,6 +2,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app import url_state
+from lmviz.app.caches import english_bert_offered
 from lmviz.app.choosers import choose_bert
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
@@ -69,7 +70,7 @@ with panel, st.container(gap=None):  # no gap above the metrics: the panel stays
     b.metric("Next-sentence loss", fmt(result.nsp_loss))
     c.metric("Total", fmt(result.total))
 warn_unknown_words(loaded, known, use_the_story, key="bert_known_text")
-about = tiny_bert_about(loaded)
+about = tiny_bert_about(loaded, english_bert_offered())
 if about and not known.most:  # when it does not know the text, the warning above says all this and more
     st.caption(escape_markdown(about))
 

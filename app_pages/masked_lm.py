@@ -2,6 +2,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app import url_state
+from lmviz.app.caches import english_bert_offered
 from lmviz.app.choosers import choose_bert
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
@@ -181,7 +182,7 @@ with panel, st.container(gap=None):  # no gap above the metrics: the panel stays
     selected.metric("Positions selected (they count)", result.num_selected)
     eligible.metric("Tokens that could be selected", result.num_eligible)
 warn_unknown_words(loaded, known, next_sample, key="mlm_known_text")
-about = tiny_bert_about(loaded)
+about = tiny_bert_about(loaded, english_bert_offered())
 if about and not known.most:  # when it does not know the text, the warning above says all this and more
     st.caption(escape_markdown(about))
 

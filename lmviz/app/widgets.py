@@ -59,18 +59,19 @@ def warn_unknown_words(loaded, check, use_known_text: Callable, key: str) -> Non
     spelled out one by one says little, and the page must not let it pass for a real one."""
     if not check.most:
         return
+    from lmviz.app.caches import english_bert_offered
     from lmviz.app.chrome import term  # (imported here, beside the one function of ui.py that needs them)
+    from lmviz.lessons.bert import english_bert_advice
     from lmviz.models.loading import BERT_HUB_ID
 
     shown = 5  # enough to see the pattern, short enough for the pinned panel on a 720-pixel projector
     words = ", ".join(f"“{escape_markdown(w)}”" for w in check.words[:shown])
     if len(check.words) > shown:
         words += f" and {len(check.words) - shown} more"
-    english = "" if loaded.name == BERT_HUB_ID else (
-        f", or a model that knows English: {BERT_HUB_ID} under Model, after `python -m lmviz prepare` (once, online)")
+    english = "" if loaded.name == BERT_HUB_ID else " " + english_bert_advice(english_bert_offered())
     st.warning(
         f"**{escape_markdown(loaded.name)}, with {len(loaded.tokenizer):,} tokens, does not know most of these "
         f"words** ({check.num_unknown} of {check.num_words}: {words}): the numbers on this page come from "
-        f"{term('WordPiece', 'WordPiece ##')} pieces and letters, not words. Use a text it knows{english}.")
+        f"{term('WordPiece', 'WordPiece ##')} pieces and letters, not words. Use a text it knows.{english}")
     st.button("Use a text it knows", key=key, on_click=use_known_text,
               help="Text from lmviz's own generated stories, the words this model was trained on")

@@ -391,16 +391,28 @@ def panel_note(loaded, check: UnknownWords, next_sentence: bool = False) -> str 
             "are spelled out (below).")
 
 
-def tiny_bert_about(loaded) -> str | None:
-    """Below the panel, on the tiny BERT: what it knows, and what becomes of other words. None for another BERT."""
+def english_bert_advice(offered: bool) -> str:
+    """Where to get a BERT that knows English, for a page on one that does not. ``offered``: whether the pages' Model
+    list has it here now. If not, downloading it is no step for a class, which is often offline, but one a teacher
+    takes before class, while online (docs/teachers/offline.md), after which it loads with no internet."""
+    if offered:
+        return f"For English, choose {BERT_HUB_ID} under Model."
+    return (f"For English, {BERT_HUB_ID}, which Model does not offer here now: a teacher adds it to the machine that "
+            "serves lmviz before class, while online, with python -m lmviz prepare (lmviz's guide for teachers, “An "
+            "offline classroom”), and Model then offers it, with no internet.")
+
+
+def tiny_bert_about(loaded, english_offered: bool) -> str | None:
+    """Below the panel, on the tiny BERT: what it knows, what becomes of other words, and where to get a BERT that
+    knows English (``english_offered``: see english_bert_advice). None for another BERT."""
     if loaded.name != TINY_BERT:
         return None
     pieces = " ".join(loaded.tokenizer.tokenize("Paris"))
     words = len(set(vocabulary()) & set(loaded.tokenizer.get_vocab()))
     return (f"{loaded.name} was trained on lmviz's generated stories only. Its vocabulary of "
             f"{len(loaded.tokenizer):,} is their {words} words, letters and BERT's special entries: any other word "
-            f"is spelled out (“Paris” becomes {pieces}), and a loss over letters says little. For English, choose "
-            f"{BERT_HUB_ID} under Model, after python -m lmviz prepare (once, online).")
+            f"is spelled out (“Paris” becomes {pieces}), and a loss over letters says little. "
+            + english_bert_advice(english_offered))
 
 
 def tiny_bert_nsp_about(loaded) -> str | None:

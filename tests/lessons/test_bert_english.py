@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from lmviz.core.corpus import generate_corpus
 from lmviz.core.numbers import fmt
 from lmviz.core.text import escape_markdown
-from lmviz.lessons.bert import SPELLED_PIECES, panel_note, unknown_words, word_pieces
+from lmviz.lessons.bert import SPELLED_PIECES, english_bert_advice, panel_note, unknown_words, word_pieces
 from lmviz.models.loading import load_bert
 from tests.helpers import open_page
 
@@ -133,6 +133,7 @@ def test_each_bert_page_says_so_in_one_line_of_its_panel_and_warns_below_it_on_e
         assert f"“{word}”" in warning.value
     assert f"with {len(tiny.tokenizer):,} tokens" in warning.value  # read from the model in use
     assert "bert-base-uncased" in warning.value and "python -m lmviz prepare" in warning.value
+    assert english_bert_advice(False) in warning.value  # offline, in the tests: a teacher's step, before class
     drawn = in_page_order(at)
     in_panel = [(kind, node) for kind, panel, node in drawn if panel]
     # the panel: one line that says so (panel_note, whose words the lessons' tests check), then the numbers

@@ -14,6 +14,7 @@ from lmviz.core.labels import IS_NEXT_HF
 from lmviz.lessons.bert import (
     analyse_nsp,
     draw_nsp_pair,
+    english_bert_advice,
     held_out_stories,
     panel_note,
     percent,
@@ -125,11 +126,11 @@ def test_the_panel_line_on_unknown_words_counts_them_whatever_the_bert(tiny):
     other = SimpleNamespace(name="some-other-bert", tokenizer=tiny.tokenizer)
     assert panel_note(other, english).startswith("some-other-bert does not know 5 of these 6 words")
     assert panel_note(other, unknown_words(tiny.tokenizer, *held_out_stories()[0].sentences)) is None
-    assert tiny_bert_about(other) is None and tiny_bert_nsp_about(other) is None
+    assert tiny_bert_about(other, False) is None and tiny_bert_nsp_about(other) is None
 
 
 def test_below_the_panel_what_becomes_of_other_words_and_how_often_it_is_right(tiny):
-    about = tiny_bert_about(tiny)
+    about = tiny_bert_about(tiny, False)
     vocab = set(tiny.tokenizer.get_vocab())
     words = vocab & set(vocabulary())  # every word the story generator can write, each one token
     assert words == set(vocabulary())
@@ -143,3 +144,23 @@ def test_below_the_panel_what_becomes_of_other_words_and_how_often_it_is_right(t
         for label in ("is_next", "not_next"):
             assert percent(measured[way][label]) in nsp
     assert f"on {measured['pairs_per_label']:,} pairs of each kind" in nsp and measured["command"] in nsp
+
+
+def test_the_english_bert_is_a_teachers_step_before_class_where_it_is_not_offered(tiny):
+    """Issue 39: the BERT pages told an offline class to run `python -m lmviz prepare` "(once, online)". Where Model
+    does not offer bert-base-uncased, getting it is a step for a teacher, before class and online, as the teachers'
+    guide says; where it does, choosing it is all."""
+    from pathlib import Path
+
+    from lmviz.models.loading import BERT_HUB_ID
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "teachers" / "offline.md").read_text()
+    title = guide.splitlines()[0].removeprefix("# ")
+    assert "## The day before: `python -m lmviz prepare`" in guide and "While the machine is online, run" in guide
+    missing = english_bert_advice(False)
+    assert "(once, online)" not in missing and f"{BERT_HUB_ID}, which Model does not offer here now" in missing
+    assert ("a teacher adds it to the machine that serves lmviz before class, while online, with python -m lmviz "
+            f"prepare (lmviz's guide for teachers, “{title}”)") in missing
+    assert english_bert_advice(True) == f"For English, choose {BERT_HUB_ID} under Model."
+    assert tiny_bert_about(tiny, False).endswith(missing) and tiny_bert_about(tiny, True).endswith(
+        english_bert_advice(True))
