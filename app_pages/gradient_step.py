@@ -9,12 +9,13 @@ from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
-from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_prob
+from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob
 from lmviz.core.text import escape_markdown, quotable
 from lmviz.course.questions.gradient_step import build_questions
 from lmviz.errors import NotEnoughMemory, NothingToScore, OtherTextUnusable
 from lmviz.figures import plots
 from lmviz.lessons.gradient_step import (
+    ADAM_EPS,
     MAX_STEPS,
     SIGN_LIKE,
     STEP_MAX_TOKENS,
@@ -60,6 +61,78 @@ def get_adamw(_scorer: CausalScorer, model_key: tuple, text: str, lr: float):
 
 def plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+def row_in_words(row, count: int) -> str:
+    """A row of the gradient: its label, p, -log p, its length and the length's bounds."""
+    low = (1 - row.prob) / count
+    return (f"“{row.target_token}” at position {row.position} (p = {fmt_prob(row.prob)}, -log p = {fmt(row.nll)}): "
+            f"‖row‖ = {fmt_grad(row.row_norm)}, between {fmt_grad(low)} and {fmt_grad(math.sqrt(2) * low)}")
+
+
+def largest_other(row, count: int) -> str:
+    """The other token the model gives most probability at the row's position, with that probability."""
+    token, _, entry = row.others[0]  # the formula's entry p/N
+    return f"of 1 − p = {fmt_prob(1 - row.prob)}, “{token}” has p = {fmt_prob(entry * count)}"
+
+
+def longest_and_shortest_rows(gradient) -> str:
+    """Section 2's sentences: the longest row and the most surprising label, the shortest row and the most
+    confident label, each pair named apart when they differ (a row's length depends on how the wrong probability
+    is spread, not on p alone)."""
+    n, rows = gradient.count, gradient.rows
+    longest, surprising = max(rows, key=lambda r: r.row_norm), max(rows, key=lambda r: r.nll)
+    shortest, confident = min(rows, key=lambda r: r.row_norm), max(rows, key=lambda r: r.prob)
+    if longest is surprising:
+        words = [f"The most surprising label has the longest row: {row_in_words(longest, n)}."]
+    else:
+        words = [f"The longest row is {row_in_words(longest, n)} ({largest_other(longest, n)}). The most "
+                 f"surprising label is another, {row_in_words(surprising, n)}: its wrong probability is spread more "
+                 f"thinly ({largest_other(surprising, n)})."]
+    if shortest is confident:
+        words.append(f"The most confident label has the shortest row: {row_in_words(shortest, n)}.")
+    else:
+        words.append(f"The shortest row is {row_in_words(shortest, n)}; the most confident label is "
+                     f"{row_in_words(confident, n)}.")
+    return " ".join(words) + (" As p(label) nears 1 both bounds near 0: a label the model already gets right adds "
+                              "almost nothing to the gradient.")
+
+
+def show_adamw(adam, lr: float) -> None:
+    """Section 6: AdamW's first step, lr · g / (|g| + eps), by band of |g| and on a few weights."""
+    st.markdown(escape_markdown(
+        "AdamW keeps two running averages per weight, m of g and v of g², and steps by lr · m̂ / (√v̂ + eps). At the "
+        f"first step m̂ = g and v̂ = g², so the step is lr · g / (|g| + eps), with eps = {ADAM_EPS:g}: about ±lr, the "
+        "sign of g whatever its size, where |g| is far above eps; lr/2 where |g| = eps; and about lr · g / eps, "
+        "proportional to g as SGD's step is, where |g| is far below eps. Here on "
+        f"{adam.description} ({adam.shape[0]:,} × {adam.shape[1]:,} = {adam.weights:,} weights; m and v take "
+        f"{adam.state_bytes / 2**20:,.0f} MiB), at lr = {lr:g}, weight decay λ = {adam.weight_decay:g}:"))
+    bounds = [f"≥ {SIGN_LIKE:,} eps", f"eps to {SIGN_LIKE:,} eps", "below eps"]
+    key_table(pd.DataFrame({
+        "gradient |g|": bounds,
+        "weights": [f"{band.weights:,}" for band in adam.bands],
+        "share": [f"{band.weights / adam.weights:.1%}" for band in adam.bands],
+        "AdamW's step": [band.step for band in adam.bands],
+        "mean |Δw| / lr": [fmt(band.ratio_mean) for band in adam.bands],
+    }), "adamw-bands.csv", hide_index=True)
+    share = adam.sign_like / adam.weights
+    st.markdown(escape_markdown(
+        f"The step is ±lr, the sign of g, for {'only ' if share < 0.5 else ''}{share:.1%} of the weights: those "
+        f"with |g| ≥ {SIGN_LIKE:,} eps moved by |Δw| / lr = {fmt(adam.ratio_mean)} on average (from "
+        f"{fmt(adam.ratio_min)} to {fmt(adam.ratio_max)}: the decay λ · |w| and eps), though their gradients ranged "
+        f"from {fmt_gap(adam.gradient_min)} to {fmt_gap(adam.gradient_max)}. Half of the weights have |g| ≤ "
+        f"{fmt_gap(adam.gradient_median)}, {adam.gradient_median / ADAM_EPS:.1f} eps; over all {adam.weights:,} "
+        f"weights |Δw| / lr averages {fmt(adam.ratio_mean_all)}. The loss went {fmt(adam.loss_before)} → "
+        f"{fmt(adam.loss_after)}."))
+    key_table(pd.DataFrame({
+        "weight": [w.chosen_as for w in adam.samples],
+        "token (row)": [w.token for w in adam.samples],
+        "g": [fmt_gap(w.gradient) for w in adam.samples],
+        "|g| / eps": [fmt_gap(w.gradient_in_eps) for w in adam.samples],
+        "SGD: −lr·g": [fmt_gap(w.sgd_update) for w in adam.samples],
+        "AdamW: Δw": [fmt_gap(w.update) for w in adam.samples],
+        "|Δw| / lr": [fmt(w.ratio) for w in adam.samples],
+    }), "adamw-first-step.csv", hide_index=True)
 
 
 intro(
@@ -108,9 +181,9 @@ with panel:
     before.metric("Loss before", fmt(losses[0]))
     first.metric("After 1 step", fmt(losses[1]))
     last.metric(f"After {result.steps} steps" if result.steps > 1 else "Gradient norm ‖g‖",
-                fmt(losses[-1]) if result.steps > 1 else fmt(result.grad_norms[0]))
+                fmt(losses[-1]) if result.steps > 1 else fmt_norm(result.grad_norms[0]))
     if result.steps > 1:
-        norm.metric("Gradient norm ‖g‖, step 1", fmt(result.grad_norms[0]),
+        norm.metric("Gradient norm ‖g‖, step 1", fmt_norm(result.grad_norms[0]),
                     help="The length of the gradient over every weight of the model, at the first step.")
     if not math.isfinite(losses[-1]):
         st.warning(f"At lr = {lr:g} the loss is no longer a finite number after the steps: they broke the model. "
@@ -136,8 +209,9 @@ st.markdown(
     f"log Σ e^z, so its derivative with respect to a logit z[v] is p(v) − 1 for the label and p(v) for every "
     f"other {term('token', 'token')}; the mean divides by N. Each row of the gradient has V = {V:,} entries: the "
     "label's is "
-    "**(p − 1)/N**, negative (raise the label's logit), every other is **p/N**, positive (lower the others), "
-    "and they add up to 0.")
+    "**(p − 1)/N**, negative (the loss falls as the label's logit rises), every other is **p/N**, positive (it "
+    "falls as those logits fall), and they add up to 0: adding one number to every logit of a position changes "
+    "none of its probabilities.")
 key_table(pd.DataFrame({
     "position": [r.position for r in gradient.rows],
     "label (next token)": [r.target_token for r in gradient.rows],
@@ -156,23 +230,21 @@ st.caption(escape_markdown(
     f"{fmt_gap(gradient.max_difference)} over all {N} × {V:,} entries; its rows add up to 0 within "
     f"{fmt_gap(gradient.max_row_sum)} (float32 rounding)."))
 
-st.subheader("2. Where the step pushes hardest")
-hardest = max(gradient.rows, key=lambda r: r.row_norm)
-easiest = min(gradient.rows, key=lambda r: r.row_norm)
+st.subheader("2. Where the gradient is largest")
 show_chart(plots.push_and_loss_bars([r.target_token for r in gradient.rows], [r.row_norm for r in gradient.rows],
                                     [r.nll for r in gradient.rows]), key="push_bars")
 st.markdown(escape_markdown(
-    f"A row's length, ‖row‖, is how hard that position pushes its logits. The most surprising label, "
-    f"{hardest.target_token} (p = {fmt_prob(hardest.prob)}, -log p = {fmt(hardest.nll)}), pushes hardest: "
-    f"{fmt_grad(hardest.row_norm)}. The most confident one, {easiest.target_token} (p = {fmt_prob(easiest.prob)}), "
-    f"pushes least: {fmt_grad(easiest.row_norm)}. As p(label) nears 1 every entry of its row nears 0: a token the "
-    "model already gets right barely moves anything."))
-
+    "A row's length, ‖row‖, is how fast the loss changes as that position's logits change: with p = p(label) "
+    "and p_v the other tokens' probabilities, ‖row‖ = √((1 − p)² + Σ p_v²) / N. The p_v add up to 1 − p, so "
+    "Σ p_v² lies between 0 (spread thinly over many tokens) and (1 − p)² (all on one): ‖row‖ lies between "
+    "(1 − p)/N and √2 · (1 − p)/N. It grows as p(label) falls, and as the wrong probability gathers on fewer "
+    "tokens.\n\n" + longest_and_shortest_rows(gradient)))
 st.subheader(f"3. One step of SGD at lr = {lr:g}")
 st.markdown(
     "The gradient with respect to the logits flows back through every layer (backpropagation) to a gradient g "
     f"for each of the model's {result.weights:,} weights; one step of SGD sets **w ← w − lr · g** for every one of "
-    "them at once. Then the text is scored again:")
+    "them at once. The step changes weights, not logits: the logits change because the weights they are computed "
+    "from did. Then the text is scored again:")
 changes = result.text
 key_table(pd.DataFrame({
     "position": [r.position for r in changes.rows],
@@ -194,7 +266,8 @@ if other_problem is not None:
 else:
     moved = result.other
     st.markdown(escape_markdown(
-        f"The step learnt only your text, yet every weight moved, and with them the model's other beliefs. "
+        f"The step learnt only your text, yet it changed weights in every layer, and with them the model's other "
+        "beliefs. "
         f"“{quotable(moved.text)}”, never learnt, went {fmt(moved.loss_before)} → {fmt(moved.loss_after)} after one "
         f"step ({fmt(moved.loss_last)} after {result.steps})."))
     key_table(pd.DataFrame({
@@ -209,39 +282,24 @@ show_chart(plots.loss_per_step(losses),
            key="loss_per_step")
 st.caption(escape_markdown(
     f"The loss of your text before the first step and after each of {plural(result.steps, 'step')} at "
-    f"lr = {lr:g}: " +
-    " → ".join(fmt(v) for v in losses) + ". Steps on one text make the model memorise it: its loss heads "
-    "towards 0, which says nothing about any other text."))
+    f"lr = {lr:g}: " + " → ".join(fmt(v) for v in losses) + ". " +
+    ("Steps on one text make the model memorise it: at a rate small enough its loss heads towards 0, which says "
+     "nothing about any other text." if losses[-1] < losses[0] else
+     "It did not fall: at this rate the steps overshoot. At a smaller rate, steps on one text make the model "
+     "memorise it, its loss heading towards 0.")))
 
 st.subheader("6. AdamW's first step")
 if url_state.linked(url_state.flag("step_adamw"), st.toggle, "Compute AdamW's first step on the output matrix",
-                   help="Another forward and backward pass; AdamW's state for the whole model would not fit the "
-                        "server's memory, so it steps one matrix."):
+                   help="Another forward and backward pass. AdamW keeps m and v, each the size of the weights it "
+                        "steps: for the whole model they would add twice its size to the step's memory, so it steps "
+                        "one matrix."):
     try:
         with st.spinner("One AdamW step on a copy of the output matrix…", show_time=True):
             scorer, adam = scored_with_cpu_fallback(scorer, lambda s: get_adamw(s, s.cache_key, text, float(lr)))
     except NotEnoughMemory as problem:
         show_problem(f"{problem} Try a shorter text.")
     else:
-        st.markdown(escape_markdown(
-            f"AdamW keeps two running averages per weight, m of g and v of g², and steps by lr · m̂ / (√v̂ + eps). "
-            f"At the first step m̂ = g and v̂ = g², so the step is lr · g / (|g| + eps): lr · sign(g), whatever the "
-            f"gradient's size. Here on {adam.description} ({adam.shape[0]:,} × {adam.shape[1]:,} = "
-            f"{adam.weights:,} weights; m and v take {adam.state_bytes / 2**20:,.0f} MB), at lr = {lr:g}, weight "
-            f"decay λ = {adam.weight_decay:g}: the {adam.sign_like:,} weights whose gradient is at least "
-            f"{SIGN_LIKE:,} eps each moved by |Δw| / lr = {fmt(adam.ratio_mean)} on average (from "
-            f"{fmt(adam.ratio_min)} to {fmt(adam.ratio_max)}), though their gradients ranged from "
-            f"{fmt_gap(adam.gradient_min)} to {fmt_gap(adam.gradient_max)}. The other "
-            f"{adam.weights - adam.sign_like:,} have gradients near eps or below, and moved less: over all "
-            f"{adam.weights:,} weights |Δw| / lr averages "
-            f"{fmt(adam.ratio_mean_all)}. The loss went {fmt(adam.loss_before)} → {fmt(adam.loss_after)}."))
-        key_table(pd.DataFrame({
-            "token (row)": [w.token for w in adam.samples],
-            "gradient g": [fmt_gap(w.gradient) for w in adam.samples],
-            "SGD's step −lr·g": [fmt_gap(w.sgd_update) for w in adam.samples],
-            "AdamW's step Δw": [fmt_gap(w.update) for w in adam.samples],
-            "|Δw| / lr": [fmt(w.ratio) for w in adam.samples],
-        }), "adamw-first-step.csv", hide_index=True)
+        show_adamw(adam, lr)
 
 show_code(logit_gradient, sgd_steps, adamw_first_step)
 check_yourself("step", build_questions(gradient, result))

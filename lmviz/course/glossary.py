@@ -203,7 +203,10 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
               "weight, running averages of its gradient and of its gradient squared (each corrected for starting "
               "at 0), and moves the weight by η × (the first) / (√(the second) + ε), after shrinking it by the "
               "factor 1 − η·λ (the weight decay). "
-              "Its first step is about η × the sign of the gradient for every weight, whatever the gradient's size. "
+              "At its first step the two averages are g and g², so the move is η × g / (|g| + ε): about η × the "
+              "sign of g where |g| is far above ε, whatever its size, and about η × g / ε, proportional to g, where "
+              "|g| is far below ε (as many of an embedding's weights are: the rows of tokens a text neither holds "
+              "nor makes likely get tiny gradients). "
               "torch.optim.AdamW's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2."),
 }
 

@@ -211,12 +211,13 @@ def next_token_bars(tokens: list[str], probs: list[float], rest_prob: float, res
 
 def push_and_loss_bars(labels: list[str], pushes: list[float], nll: list[float]) -> go.Figure:
     """Per label, two panels one above the other (each named by its title, not by a colour): -log p, and the
-    length of the position's row of ∂L/∂logits, how hard the step pushes there. The same x, token by token."""
+    length of the position's row of ∂L/∂logits, how fast the loss changes with that position's logits. The same x,
+    token by token."""
     labels = [plain(label) for label in labels]
     positions = list(range(len(labels)))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         subplot_titles=["-log p(label): how surprised the model is",
-                                        "‖row‖ of the gradient: how hard the step pushes"])
+                                        "‖row‖ of the gradient with respect to the logits"])
     for row, values, written, colour in ((1, nll, fmt, LOSS_COLOUR), (2, pushes, fmt_grad, CURVE_COLOUR)):
         fig.add_trace(go.Bar(x=positions, y=values, marker_color=colour, customdata=[[t, written(v)] for t, v in
                                                                                       zip(labels, values)],

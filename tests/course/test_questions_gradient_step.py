@@ -31,12 +31,18 @@ def test_the_label_entry_is_asked_where_the_push_is_largest_and_is_p_minus_1_ove
     assert "position 1" in asked.ask and "N = 3" in asked.ask
     assert asked.answer == pytest.approx((0.05 - 1) / 3)  # -0.31667
     assert quiz.check(asked, "-0.3167").right and not quiz.check(asked, "0").right
-    assert not quiz.check(asked, "0.3167").right  # the sign is the point: the label's logit goes up
+    assert not quiz.check(asked, "0.3167").right  # the sign is the point: the loss falls as the label's logit rises
+    # issue 39: a step moves weights; the reason said "a step down the gradient raises the label's logit"
+    assert "the loss falls as the label's logit rises" in asked.reason
+    assert "raises the label's logit" not in asked.reason
+    assert "The step itself changes weights; the logit changes because they did." in asked.reason
 
 
 def test_a_row_adds_up_to_zero():
     asked = by_key(build_questions(gradient([0.3, 0.7]), steps([0.5], [0.6])))["row_sum"]
     assert asked.answer == 0.0 and quiz.check(asked, "0").right and not quiz.check(asked, "1").right
+    # issue 39: the reason said the step takes from the other tokens' logits and gives to the label's
+    assert "logits it gives" not in asked.reason and "changes none of its probabilities" in asked.reason
 
 
 @pytest.mark.parametrize(("before", "after", "answer"), [([0.1, 0.5], [0.12, 0.9], RISES),
@@ -44,3 +50,6 @@ def test_a_row_adds_up_to_zero():
 def test_rise_or_fall_is_asked_of_the_label_that_moved_most(before, after, answer):
     asked = by_key(build_questions(gradient([0.5, 0.5]), steps(before, after)))["rises"]
     assert "position 1" in asked.ask and asked.answer == answer
+    # issue 39: a small step lowers the mean loss, not every label's: the reason said it "makes the labels more likely"
+    assert "makes the labels more likely" not in asked.reason
+    assert "lowers the mean loss" in asked.reason or "It fell" in asked.reason
