@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app import url_state
+from lmviz.app.byte_pieces import explain_byte_pieces
 from lmviz.app.choosers import (
     choose_causal_lm,
     one_step_at_a_time,
@@ -197,6 +198,7 @@ st.caption(
     f"at a time, each ending at the model's end token or at {group.max_new_tokens} tokens, in {group.seconds:.1f} "
     f"s. Under each token: log π_old, the {term('log-probability', 'log-probability')} it was drawn with.")
 st.html(answer_chips(group, scores))
+explain_byte_pieces(token for answer in group.answers for token in answer.tokens)
 st.markdown(escape_markdown(f"The rule, {rule.name}: {rule.description}. As the function it is:"))
 st.code(rule.source, language="python")
 

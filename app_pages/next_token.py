@@ -2,6 +2,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app import url_state
+from lmviz.app.byte_pieces import explain_byte_pieces
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
@@ -158,6 +159,7 @@ with panel:
                     help="The loss this position adds in training, where T is always 1.")
         # the vocabulary's size in the label: "1,400 of 49,152" was cut to "1,400 of…" in a quarter of 818 px
         rank.metric(f"Rank of {true_next.token} among {logits.vocab_size:,}", f"{true_next.rank:,}")
+explain_byte_pieces([*(c.token for c in shown.top), *([true_next.token] if true_next is not None else [])])
 
 if true_next is not None:
     st.markdown(

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app import url_state
+from lmviz.app.byte_pieces import explain_byte_pieces
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself, is_answered
@@ -213,6 +214,7 @@ st.subheader("1. The tokens the model reads")
 st.markdown(" ".join(f":gray-background[{escape_markdown(t)}]" for t in result.tokens))
 st.caption("␣ is a space that belongs to the token. "
            + escape_markdown(start_marker_sentence(loaded.tokenizer, result)))
+explain_byte_pieces(result.tokens)
 
 questions = build_questions(result, losses_shown=not hidden)
 if hidden:

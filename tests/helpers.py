@@ -87,3 +87,21 @@ class Clock:
 
     def __call__(self):
         return self.now
+
+
+# Texts whose tokens hold byte pieces (lmviz.app.byte_pieces), for the lessons whose pages can show them: lesson
+# url_path -> (the widget's kind, its key, the text). With the bundled model: an emoji and Chinese cut into bytes; the
+# Korean its top 10 next tokens begin with; an emoji in one of the 8 answers of GRPO's default seed.
+BYTE_PIECE_TEXTS = {
+    "sentence": ("text_area", "text", "I love 🍕 and 我们."),
+    "next-token": ("text_area", "next_text", "Japanese: 日本語. Chinese: 中文. Korean:"),
+    "grpo": ("text_input", "grpo_prompt", "Reply with one emoji."),
+}
+
+
+def with_byte_pieces(lesson) -> AppTest:
+    """The lesson's page (lmviz.course.registry's Lesson) on its BYTE_PIECE_TEXTS text."""
+    kind, key, text = BYTE_PIECE_TEXTS[lesson.url_path]
+    at = open_page(lesson.page)
+    getattr(at, kind)(key=key).set_value(text)
+    return at.run(timeout=300)

@@ -59,6 +59,42 @@ def readable_token(tokenizer, token_id: int) -> str:
     return _visible(text)
 
 
+# readable_token's two forms of a token that is bytes, not characters: byte-level BPE's "<E6 88>", and
+# SentencePiece's byte fallback "<0xE6>"
+_BYTE_PIECE = re.compile(r"<((?:[0-9A-F]{2} )*[0-9A-F]{2})>|<0x([0-9A-F]{2})>")
+
+
+def byte_piece(token: str) -> bytes | None:
+    """The bytes of a token that readable_token shows as bytes in hex (a byte piece: a token holding only part of a
+    character's UTF-8 bytes), or None for a token shown as text."""
+    match = _BYTE_PIECE.fullmatch(token)
+    return None if match is None else bytes.fromhex(match[1] or match[2])
+
+
+def utf8_length(lead: int) -> int | None:
+    """How many bytes UTF-8 writes the character that begins with byte ``lead`` in: 1 to 4, or None for a byte that
+    cannot begin one (80 to BF continue a character; C0, C1 and F5 to FF are never used)."""
+    for first, last, length in ((0x00, 0x7F, 1), (0xC2, 0xDF, 2), (0xE0, 0xEF, 3), (0xF0, 0xF4, 4)):
+        if first <= lead <= last:
+            return length
+    return None
+
+
+def cut_character(piece: bytes) -> tuple[int, int, int] | None:
+    """Where a byte piece cuts the last character it begins: (that character's first byte, its length in UTF-8, how
+    many of its bytes the piece holds), or None when the piece begins none that it leaves unfinished."""
+    start = 0
+    while start < len(piece):
+        length = utf8_length(piece[start])
+        if length is None:  # a byte that continues a character begun before it (or no character at all)
+            start += 1
+        elif start + length > len(piece):
+            return piece[start], length, len(piece) - start
+        else:
+            start += length
+    return None
+
+
 def valid_text(text: str) -> str:
     """Text with any lone UTF-16 surrogate (which no UTF-8 tokenizer can read, and a
     browser or a URL can send) replaced by U+FFFD, the replacement character."""

@@ -13,6 +13,15 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
               "A piece of text the model reads as one unit: a word, part of a word, a space with a word, or a "
               "punctuation mark. The tokenizer cuts text into tokens and gives each one an id, its index in the "
               "model's vocabulary of V tokens."),
+    "byte piece": (("byte piece", "byte pieces"),
+                   "A token of a byte-level BPE tokenizer (GPT-2's, SmolLM2's) that holds some of a character's "
+                   "UTF-8 bytes but not all. UTF-8 writes a character in 1 to 4 bytes: an English letter in 1, a "
+                   "letter of many other scripts in 2 or 3, an emoji in 4 (🍕 is F0 9F 8D 95). These tokenizers "
+                   "build their vocabulary from bytes, so a character without a token of its own is cut between "
+                   "tokens: SmolLM2's tokenizer cuts “ 🍕” into <20 F0 9F>, <8D> and <95>. A byte piece is no text on "
+                   "its own, so the pages show it as its bytes in hex, <20 F0 9F> (20 is the space); the token or "
+                   "tokens after it complete the character. SentencePiece's byte fallback writes the same one byte "
+                   "at a time, <0xF0>."),
     "label": (("label", "labels"),
               "The token the model should have predicted at a position. The pages' tables show a position's label "
               "shifted: for a causal LM the label at position t is the input token at position t + 1. Hugging "
@@ -218,16 +227,16 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
 LESSON_TERMS: dict[str, tuple[str, ...]] = {
     "toy": ("label", "greedy decoding", "perplexity", "logit", "log-probability", "softmax", "gradient",
             "learning rate", "SGD", "optimizer step", "AdamW"),
-    "sentence": ("token", "label", "log-probability", "cross-entropy", "softmax"),
+    "sentence": ("token", "label", "log-probability", "cross-entropy", "softmax", "byte piece"),
     "next-token": ("token", "logit", "softmax", "temperature", "log-probability", "greedy decoding", "sampling",
-                   "seed"),
+                   "seed", "byte piece"),
     "step": ("token", "label", "logit", "softmax", "log-probability", "gradient", "learning rate", "SGD",
              "optimizer step", "AdamW"),
     "chat-loss": ("token", "label", "-100 / ignore_index", "log-probability", "chat template", "end-of-turn token",
                   "SFT", "DPO", "policy", "reference model", "sigmoid", "β (beta)", "nats", "reward model"),
     "grpo": ("token", "reward", "advantage", "GRPO", "PPO", "policy", "ratio", "clip", "KL divergence",
              "reference model", "β (beta)", "log-probability", "chat template", "temperature", "seed", "sampling",
-             "learning rate", "SGD", "gradient", "reward model", "Bradley–Terry", "sigmoid", "DPO"),
+             "learning rate", "SGD", "gradient", "reward model", "Bradley–Terry", "sigmoid", "DPO", "byte piece"),
     "batches": ("token", "label", "padding", "-100 / ignore_index", "chat template"),
     "masked-lm": ("token", "label", "-100 / ignore_index", "WordPiece ##", "[CLS] / [SEP] / [MASK]", "seed"),
     "nsp": ("token", "logit", "softmax", "label", "cross-entropy", "[CLS] / [SEP] / [MASK]", "sigmoid",

@@ -24,3 +24,26 @@ def test_a_quoted_text_keeps_its_spaces_and_shows_what_is_invisible():
     assert quotable("The cat sat.") == "The cat sat."
     assert quotable("abc \u202eevil\u202c") == "abc <U+202E>evil<U+202C>"  # no override left to reorder the page
     assert quotable("one\ntwo\tthree\u200b") == "one⏎two⇥three<U+200B>"
+
+
+def test_a_byte_piece_is_read_back_from_both_hex_forms_and_nothing_else_is():
+    from lmviz.core.text import byte_piece
+
+    assert byte_piece("<20 F0 9F>") == b" \xf0\x9f" and byte_piece("<8D>") == b"\x8d"
+    assert byte_piece("<0xE6>") == b"\xe6"  # SentencePiece's byte fallback
+    for text in ("<", "<>", "<e6 88>", "<E6  88>", "<E688>", "a<E6>", "<U+202E>", "<|endoftext|>", "␣Paris"):
+        assert byte_piece(text) is None, text
+
+
+def test_where_a_byte_piece_cuts_a_character_is_pythons_utf8():
+    from lmviz.core.text import cut_character, utf8_length
+
+    for character in ("A", "é", "我", "🍕", "한"):
+        encoded = character.encode("utf-8")
+        assert utf8_length(encoded[0]) == len(encoded)
+        for continuation in encoded[1:]:
+            assert utf8_length(continuation) is None
+        for held in range(1, len(encoded)):  # the piece holds the character's first bytes, after a space
+            assert cut_character(b" " + encoded[:held]) == (encoded[0], len(encoded), held)
+        assert cut_character(encoded) is None and cut_character(encoded[1:]) is None  # whole, or its end only
+    assert all(utf8_length(byte) is None for byte in (0xC0, 0xC1, *range(0xF5, 0x100)))  # never in UTF-8
