@@ -28,7 +28,16 @@ import torch
 
 from benchmarks import in_fresh_process
 from benchmarks.gradient_step import load_average, malloc_trim, peak_above, status_mib
-from lmviz.lessons.grpo import SAMPLE_STD, advantages, contains_number, grpo_step, rewards, sample_group
+from lmviz.core.trl import TRL
+from lmviz.lessons.grpo import (
+    DEFAULT_UPDATES,
+    SAMPLE_STD,
+    advantages,
+    contains_number,
+    grpo_step,
+    rewards,
+    sample_group,
+)
 from lmviz.models.loading import DEFAULT_MODEL, load_causal_lm
 
 PROMPT = "What is 7 + 5? Reply with just the number."  # the lesson's defaults
@@ -63,7 +72,8 @@ def measure_row(size: int, limit: int, threads: int | None = None) -> dict:
         lambda: sample_group(loaded, PROMPT, size, SEED, TEMPERATURE, limit))
     scores = rewards(group, contains_number(RIGHT_NUMBER))
     _, row["step_s"], row["step_mib"] = measured(
-        lambda: grpo_step(loaded, group, advantages(scores, SAMPLE_STD).advantages))
+        lambda: grpo_step(loaded, group, advantages(scores, SAMPLE_STD).advantages, loss_type=TRL.loss_type,
+                          updates=DEFAULT_UPDATES, kl_bias_correction=TRL.use_bias_correction_kl))
     row["answer_tokens"], row["right"] = sum(len(a.ids) for a in group.answers), int(sum(scores))
     return row
 
@@ -84,7 +94,8 @@ def print_table(rows: list[dict]) -> None:
     print(f"   answer tokens: all G answers' tokens, stopping tokens included (what the step's loss counts). right: "
           f"answers containing {RIGHT_NUMBER}.\n   s: wall time of the call, measured once. MiB: its peak resident "
           "memory (VmHWM) above the loaded model's, in a fresh process per row.\n   grpo_step: the lesson's "
-          "defaults (sample std advantages, grpo loss, lr 0.001, ε 0.2, β 0.04).")
+          f"defaults ({DEFAULT_UPDATES} updates on the group, sample std advantages, {TRL.loss_type} loss, KL × ratio "
+          f"{'on' if TRL.use_bias_correction_kl else 'off'}, lr 0.001, ε 0.2, β 0.04).")
     first = rows[0]
     print(f"   {DEFAULT_MODEL}: {first['loaded_mib']:.0f} MiB resident once loaded and warm, its weights "
           f"{first['weights_mib']:.0f} MiB.")

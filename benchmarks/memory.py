@@ -249,7 +249,7 @@ def grpo_again(tab, url: str, title: str) -> tuple[str, str]:
     text = main_text(tab)
     prompt, size = found(r"\((\d+) tokens\); (\d+) answers were drawn", text, title).groups()
     limit = found(r"or at (\d+) tokens", text, title).group(1)
-    answer_tokens = found(r"Clipped after the step\s+\d+ of (\d+)", text, title).group(1)
+    answer_tokens = found(r"Clipped at update 2\s+\d+ of (\d+) tokens", text, title).group(1)
     return f"{title} again: seed {GRPO_SEED}, G = {size} answers of at most {limit} tokens ({answer_tokens} answer " \
            f"tokens after a {prompt}-token prompt), after everything", model
 

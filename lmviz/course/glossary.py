@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from lmviz.core.trl import TRL
+
 # term -> (the words that count as a use of it on a page, its definition)
 TERMS: dict[str, tuple[tuple[str, ...], str]] = {
     "token": (("token", "tokens"),
@@ -116,7 +118,8 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                         "training has moved the policy from it, through the differences log π − log π_ref; GRPO adds "
                         "β times an estimate of the KL divergence to it, which keeps the policy near it. Before any "
                         "training the policy is the reference: every difference is 0, DPO's loss is "
-                        "−log σ(0) = ln 2, and the KL is 0."),
+                        "−log σ(0) = ln 2, and the KL is 0. The reference stays as it was while the policy trains, so "
+                        "later in training the KL is above 0 before each update too."),
     "sigmoid": (("sigmoid", "σ"),
                 "σ(x) = 1 / (1 + e^−x): turns any real number into a probability between 0 and 1, with σ(0) = 1/2 "
                 "and σ(−x) = 1 − σ(x). For two classes with logits a and b, softmax([a, b]) gives class b the "
@@ -126,7 +129,7 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                  "0.1 by default) it multiplies the difference of log-ratios before the sigmoid: with a larger β the "
                  "loss levels off after a smaller move, so training keeps the policy closer to the reference. In "
                  "GRPO it is the weight of the KL term added to each token's loss (DeepSeekMath used 0.04; TRL's "
-                 "GRPOConfig defaults to 0, no KL term at all)."),
+                 f"GRPOConfig defaults to {TRL.beta:g}, no KL term at all)."),
     "binary cross-entropy": (("binary cross-entropy",),
                              "The cross-entropy of a yes-or-no prediction made from one score s: p = σ(s) is the "
                              "probability of one class, and the loss is −log p if the label is that class, "
@@ -150,8 +153,9 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                "more likely."),
     "advantage": (("advantage", "advantages"),
                   "How much better an answer did than expected, A. GRPO expects its group's mean reward: A_i = "
-                  "R_i − mean(R), divided by the group's standard deviation in GRPO as published (Dr. GRPO leaves "
-                  "the division out). A positive advantage makes the answer's tokens more likely, a negative one "
+                  "R_i − mean(R), divided by the group's standard deviation (DeepSeekMath does not say which; TRL "
+                  f"takes the sample one and adds {TRL.std_eps:g}; Dr. GRPO leaves the division out). "
+                  "A positive advantage makes the answer's tokens more likely, a negative one "
                   "less likely; when every reward of the group is equal, every advantage is 0 and the group "
                   "teaches nothing."),
     "GRPO": (("GRPO",),
@@ -166,19 +170,29 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
             "the policy far."),
     "ratio": (("ratio", "ratios"),
               "PPO's and GRPO's importance ratio, r = π_θ(token) / π_old(token) = e^(log π_θ − log π_old): how much "
-              "more likely the policy being trained makes a token than the policy that sampled it did. Before the "
-              "first update the two are the same weights and every ratio is exactly 1. GSPO (Zheng et al. 2025) "
-              "takes one ratio per answer instead, e to the mean of its tokens' log-ratios."),
+              "more likely the policy being trained makes a token than the policy that sampled it did. At the "
+              "first update on a group the two are the same weights and every ratio is exactly 1; it moves away "
+              "from 1 only when the same answers are used for another update (TRL's num_iterations, by default "
+              f"{TRL.num_iterations}). GSPO (Zheng et al. 2025) takes one ratio per answer instead, e to the mean of "
+              "its tokens' log-ratios."),
     "clip": (("clip", "clipped", "clip fraction"),
-             "PPO's clip(r, 1 − ε, 1 + ε): the ratio held inside a range around 1 (ε = 0.2 by default in TRL). Each "
-             "token's term is the smaller of r·A and clip(r)·A; where the clipped one is the smaller, the token's "
-             "gradient is 0, so the step stops pushing a token whose probability has already moved far enough that "
-             "way. The clip fraction is the share of tokens where that happens."),
+             f"PPO's clip(r, 1 − ε, 1 + ε): the ratio held inside a range around 1 (ε = {TRL.epsilon:g} by default "
+             "in TRL). Each token's term is the smaller of r·A and clip(r)·A; where the clipped one is the smaller, "
+             "the term's gradient is 0, so the update stops pushing a token whose probability has already moved far "
+             "enough that way. The clip fraction is the share of tokens where that happens (of answers, with one "
+             "ratio per answer). It is 0 at every first update on a group, where every ratio is 1, so with TRL's "
+             f"defaults (num_iterations = {TRL.num_iterations}, one optimizer step per generation) it is 0 at every "
+             "step: the clip acts when samples are used again, by more updates on a group or by one generation split "
+             "over several optimizer steps."),
     "KL divergence": (("KL", "KL divergence", "Kullback–Leibler"),
                       "The Kullback–Leibler divergence, how far one probability distribution is from another: 0 when "
                       "they are equal, positive otherwise. GRPO estimates it at each answer token between the policy "
                       "and the reference model with k3 = e^(log π_ref − log π_θ) − (log π_ref − log π_θ) − 1 "
-                      "(Schulman's estimator), which is never negative and is 0 where the two agree."),
+                      "(Schulman's estimator), which is never negative and is 0 where the two agree. Its mean is "
+                      "KL(π_θ ‖ π_ref) only over tokens drawn from π_θ; the answers were drawn by π_old, so TRL "
+                      "multiplies k3 by the ratio π_θ / π_old (use_bias_correction_kl, "
+                      f"{'on' if TRL.use_bias_correction_kl else 'off'} by default), which DeepSeekMath's plain k3 "
+                      "does not."),
     "reward model": (("reward model", "reward models"),
                      "A model that scores an answer with one number, trained on pairs of answers of which people "
                      "preferred one, by the Bradley–Terry loss −log σ(r_chosen − r_rejected) (InstructGPT, Ouyang "

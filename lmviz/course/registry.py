@@ -124,9 +124,11 @@ PATH = (
            "Sample a group of answers to one prompt, give each a [[reward|reward]] by a rule you can read, and "
            "compare each with its group: its [[advantage|advantage]]. Then [[GRPO|GRPO]]'s loss, token by token: "
            "the [[ratio|ratio]] of the new [[policy|policy]]'s probability to the old one's, [[PPO|PPO]]'s "
-           "[[clip|clip]], the [[KL|KL divergence]] to a reference, the ways the literature averages it, and one step "
-           "of training. Last, the [[reward model|reward model]]'s loss, and [[DPO|DPO]] as that same loss.",
-           "lmviz.lessons.grpo", ("advantage", "first_ratio", "weights", "bradley_terry"), "causal", model_box=True,
+           "[[clip|clip]], the [[KL|KL divergence]] to a reference, the ways the literature averages it, and a few "
+           "updates of training on the same group, where the clip and the KL act. Last, the [[reward model|reward "
+           "model]]'s loss, and [[DPO|DPO]] as that same loss.",
+           "lmviz.lessons.grpo", ("advantage", "first_ratio", "second_update_clipped", "weights", "bradley_terry"),
+           "causal", model_box=True,
            text_boxes=(TextBox(("grpo prompt",), "text_input", "grpo_prompt", 500),)),
     Lesson("batches", "batches", "Batches and padding", "Batches and padding: where real training loss gets subtle",
            ":material/view_agenda:",

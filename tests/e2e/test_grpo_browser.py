@@ -4,14 +4,32 @@ token / sequence toggle's result is in the pinned panel, on screen with the togg
 import pytest
 from playwright.sync_api import expect
 
-from lmviz.lessons.grpo import SAMPLE_STD, SEQUENCE, advantages, contains_number, grpo_step, rewards, sample_group
+from lmviz.core.trl import TRL
+from lmviz.lessons.grpo import (
+    DEFAULT_UPDATES,
+    SAMPLE_STD,
+    SEQUENCE,
+    advantages,
+    contains_number,
+    grpo_step,
+    rewards,
+    sample_group,
+)
 from tests.e2e.helpers import assert_no_error, metric, overflowing_tables, settle
 
 PROMPT = "What is 7 + 5? Reply with just the number."
 
 
 def clipped(step) -> str:
-    return f"{step.after.clipped_count} of {step.after.token_count}"
+    """The panel's count: at the second update, in tokens or (one ratio per answer) answers."""
+    second = step.updates[1].start
+    return f"{second.clipped_count} of {second.clip_total} {second.clip_unit}s"
+
+
+def page_step(bundled, group, adv, **settings):
+    """The page's defaults: TRL's loss type and KL weighting, DEFAULT_UPDATES updates at lr 1e-3."""
+    return grpo_step(bundled, group, adv, 1e-3, TRL.loss_type, updates=DEFAULT_UPDATES,
+                     kl_bias_correction=TRL.use_bias_correction_kl, **settings)
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +44,7 @@ def test_the_pages_tables_fit_and_its_panel_is_the_librarys(projector, server, b
     settle(projector, timeout=240_000)
     group, adv = default_group
     expect(metric(projector, "Rewarded answers")).to_have_text("2 of 8")
-    expect(metric(projector, "Clipped after the step")).to_have_text(clipped(grpo_step(bundled, group, adv, 1e-3)))
+    expect(metric(projector, "Clipped at update 2")).to_have_text(clipped(page_step(bundled, group, adv)))
     assert overflowing_tables(projector) == []
     assert_no_error(projector)
 
@@ -36,12 +54,12 @@ def test_the_sequence_level_toggle_changes_the_clipped_count_in_the_panel_in_vie
     projector.goto(f"{server}/grpo")
     settle(projector, timeout=240_000)
     group, adv = default_group
-    token_level, sequence_level = (grpo_step(bundled, group, adv, 1e-3, level=level) for level in ("token", SEQUENCE))
+    token_level, sequence_level = (page_step(bundled, group, adv, level=level) for level in ("token", SEQUENCE))
     assert clipped(token_level) != clipped(sequence_level)  # else the toggle would show nothing here
-    toggle = projector.get_by_text("One ratio per answer (sequence level, GSPO)")
+    toggle = projector.get_by_text("One ratio per answer (GSPO)")
     toggle.scroll_into_view_if_needed()
     toggle.click()
-    shown = metric(projector, "Clipped after the step")
+    shown = metric(projector, "Clipped at update 2")
     expect(shown).to_have_text(clipped(sequence_level), timeout=240_000)
     expect(shown).to_be_in_viewport(ratio=1)
     expect(toggle).to_be_in_viewport()
