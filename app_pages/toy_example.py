@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app import url_state
-from lmviz.app.chrome import chart_font_px, intro, key_table, stop_page, term
+from lmviz.app.chrome import chart_font_px, intro, key_table, readable_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -145,7 +145,7 @@ def highlight(table: pd.DataFrame) -> pd.DataFrame:
     return styles
 
 
-st.dataframe(marked_table().style.apply(highlight, axis=None))
+readable_table(marked_table().style.apply(highlight, axis=None))  # the class plan shows it: read from the back
 # the marks, not the colours, say which cell is which: a colour-blind student reads the same caption
 st.caption(f"{TRUE_MARK} marks the true label's probability, the only one the loss uses. "
            f"{GREEDY_MARK} marks the model's favourite word, the one {term('greedy decoding', 'greedy decoding')} "
@@ -169,7 +169,7 @@ steps = pd.DataFrame({
 })
 if walk["impossible"]:  # said beside the ∞ itself, not only in a box further down
     steps["why"] = ["p = 0, and -log 0 = ∞" if t in walk["impossible"] else "" for t in walk["positions"]]
-st.dataframe(steps, hide_index=True)
+readable_table(steps, hide_index=True)
 terms = " + ".join(fmt(v) for v in walk["nll"])
 st.markdown(f"**loss** = ({terms}) / {len(walk['nll'])} = **{fmt(walk['loss'])}**")
 

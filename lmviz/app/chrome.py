@@ -28,6 +28,7 @@ METRIC_PX, METRIC_LABEL_PX = 40, 18  # presentation mode; otherwise Streamlit's 
 # The headline numbers (st.metric, 36 px otherwise) get METRIC_PX, larger than the body text, and their labels
 # wrap rather than end in "…". st.dataframe draws on a canvas at 0.875 rem (17.5 px here), which no CSS reaches:
 # a page's key table goes through key_table, an HTML table (st.table) at the body text's size in this mode.
+# What the learners type (text boxes, number boxes) is the body text's size too: Streamlit draws it at 0.875 rem.
 # The main area's top padding (6 rem, 120 px here) shrinks to just under the header (3.75 rem), so that the first
 # screen reaches the pinned panel's numbers.
 PRESENTATION_CSS = f"""<style>
@@ -41,6 +42,8 @@ html {{ font-size: 20px; }}
 [data-testid="stMetricLabel"] p {{ white-space: normal; overflow: visible; text-overflow: clip; line-height: 1.25; }}
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] p {{ font-size: {METRIC_PX}px !important; }}
 [data-testid="stTable"] th, [data-testid="stTable"] td {{ font-size: {BODY_PX}px; }}
+[data-testid="stTextInput"] input, [data-testid="stTextArea"] textarea,
+[data-testid="stNumberInput"] input {{ font-size: {BODY_PX}px; }}
 [data-testid="stMainBlockContainer"] {{ padding-top: 4.25rem; }}
 </style>"""
 
@@ -202,14 +205,20 @@ def key_table(data, file_name: str, **dataframe_options) -> None:
     and st.dataframe's is hidden until the pointer is over it)."""
     import pandas as pd  # (here: the home page, which has no table, need not wait for pandas)
 
-    hide_index = dataframe_options.get("hide_index")
-    if presenting():
-        st.table(data, hide_index=hide_index)
-    else:
-        st.dataframe(data, **dataframe_options)
+    readable_table(data, **dataframe_options)
     frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
+    hide_index = dataframe_options.get("hide_index")
     st.download_button("Download the table (CSV)", frame.map(spreadsheet_safe).to_csv(index=not hide_index),
                        file_name=file_name, mime="text/csv", icon=":material/download:")
+
+
+def readable_table(data, **dataframe_options) -> None:
+    """st.dataframe, or in presentation mode an HTML table (st.table) whose text is the body text's size, for a
+    table the class plan shows the room (st.dataframe's canvas keeps 0.875 rem whatever the CSS says)."""
+    if presenting():
+        st.table(data, hide_index=dataframe_options.get("hide_index"))
+    else:
+        st.dataframe(data, **dataframe_options)
 
 
 def presenting() -> bool:

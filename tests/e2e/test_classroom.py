@@ -207,6 +207,48 @@ def test_presentation_mode_key_table_is_body_text_size(projector, server):
     projector.screenshot(path=str(ARTIFACTS / "sentence-presentation-table.png"))
 
 
+# The size of a table's text: an st.table's smallest cell, or the font a glide grid (st.dataframe) draws its
+# canvas with, which it also keeps in the CSS variable --gdg-base-font-style ("400 17.5px"; the th and td of its
+# copy for screen readers are not what is drawn).
+TABLE_TEXT_PX = """t => {
+  if (t.dataset.testid === 'stTable')
+    return Math.min(...[...t.querySelectorAll('th, td')].map(c => parseFloat(getComputedStyle(c).fontSize)));
+  const grid = [...t.querySelectorAll('*')].find(e => e.style.getPropertyValue('--gdg-base-font-style'));
+  return parseFloat(grid.style.getPropertyValue('--gdg-base-font-style').split(' ').pop());
+}"""
+# The first table of the main area after the heading that starts with ``heading``.
+TABLE_UNDER = """heading => {
+  const all = [...document.querySelectorAll('[data-testid=stMain] h3, [data-testid=stMain] [data-testid=stTable], '
+                                            + '[data-testid=stMain] [data-testid=stDataFrame]')];
+  return all.slice(all.findIndex(e => e.matches('h3') && e.innerText.startsWith(heading)) + 1)
+            .find(e => !e.matches('h3'));
+}"""
+
+
+def test_presentation_mode_typed_text_and_toys_steps_are_body_text_size(projector, server):
+    """What a student types (a text box, a number box, a check-yourself answer), and Toy example's "Step 1 and 2" and
+    "Step 3", the tables the class plan shows: at least the body text's size (all were 17.5 px against 24)."""
+    projector.goto(f"{server}/batches?present=1")
+    settle(projector)
+    body = projector.evaluate(BODY_PX)
+    boxes = {"text box": projector.get_by_label("Sentences, one per line (at most 8)"),
+             "number box": projector.get_by_label("Sentences per micro-batch"),
+             "check-yourself answer": projector.get_by_label("Your answer (a number)").first}
+    for name, box in boxes.items():
+        box.scroll_into_view_if_needed()
+        typed = box.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+        assert typed >= body >= 24, (name, typed, body)
+    projector.screenshot(path=str(ARTIFACTS / "batches-presentation-typed.png"))
+    projector.goto(f"{server}/toy?present=1")
+    settle(projector)
+    body = projector.evaluate(BODY_PX)
+    for heading in ("Step 1 and 2", "Step 3"):
+        table = projector.evaluate_handle(TABLE_UNDER, heading).as_element()
+        table.scroll_into_view_if_needed()
+        assert table.evaluate(TABLE_TEXT_PX) >= body >= 24, (heading, table.evaluate(TABLE_TEXT_PX), body)
+    projector.screenshot(path=str(ARTIFACTS / "toy-presentation-step-3.png"))
+
+
 def test_presentation_mode_survives_a_reload_and_the_lesson_links(projector, server):
     """Turned on with the switch, the mode is in the address: F5 keeps it, and so do the path's Next links."""
     projector.goto(f"{server}/toy")
