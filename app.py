@@ -7,7 +7,7 @@ import contextlib
 
 import streamlit as st
 
-from lmviz.app.chrome import PageStopped, first_drawing, page_style, presentation_switch
+from lmviz.app.chrome import PageStopped, first_drawing, hide_numbers_switch, page_style, presentation_switch
 from lmviz.app.path import land_at_top, lesson_footer, lesson_header
 from lmviz.app.warm import warm_start
 from lmviz.course.registry import PATH
@@ -15,6 +15,7 @@ from lmviz.course.registry import PATH
 st.set_page_config(page_title="lmviz — how LM training losses are computed", page_icon="📉", layout="wide")
 page_style()
 presentation_switch()
+hide_numbers_switch()
 warm_start()  # the causal-LM pages' model loads in the background from the first visit to any page
 
 # The pages live in app_pages/, not pages/: Streamlit treats a folder named pages/ next to the entry

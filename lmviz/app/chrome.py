@@ -67,6 +67,27 @@ TURNED_ON = "present-turned-on"  # session state: how many times the mode was tu
 WAS_ON = "present-was-on"
 
 
+HIDE_KEY = "hide"  # session state and link (?hide=1): the headline numbers hidden while the room is asked
+HIDE_SWITCH = "hide-switch"  # the sidebar switch's widget
+HIDE_BUTTON = "hide-button"  # the button at the top of a lesson's screen
+HIDE_SHORTCUT = "H"
+HIDE_LABEL = "Hide the numbers"
+SHOW_LABEL = "Show the numbers"
+HIDDEN = "hidden"  # what a hidden number reads
+HIDE_HELP = ("Hides the page's headline numbers, the pinned panel's first, so that the room can answer a question "
+             f"before it sees them; each reads “{HIDDEN}”, its label kept. Stays on from page to page and after a "
+             f"reload. The key {HIDE_SHORTCUT} or the button at the top of a lesson's screen does the same.")
+# Every st.metric of the main area (the pinned panel's, and the few further down) reads HIDDEN, in the same place
+# and size, so that the room sees that the numbers are hidden on purpose, not missing, and the page does not
+# move. The deltas go too. The word is an inline block, so that a rerun's strike-through does not reach it.
+HIDDEN_NUMBERS_CSS = f"""<style>
+[data-testid="stMain"] [data-testid="stMetricValue"] > *, [data-testid="stMain"] [data-testid="stMetricDelta"] {{
+  display: none; }}
+[data-testid="stMain"] [data-testid="stMetricValue"]::before {{ content: "{HIDDEN}"; display: inline-block;
+  font-style: italic; padding: 0 0.4em; border: 2px dashed currentColor; border-radius: 0.3em; line-height: 1.2; }}
+</style>"""
+
+
 RESULT_PANEL = "result-panel"  # the container key; Streamlit gives it the CSS class st-key-result-panel
 WORKING = "Working… the numbers struck through are from before"
 WORKING_AFTER_S = 0.3
@@ -84,6 +105,8 @@ FIRST_VISIT_CODE = "first-visit-code"  # hidden elements whose code the browser 
 # PHONE_PX its numbers go two to a line, smaller.
 # Streamlit wraps the container in a stLayoutWrapper of the same height, so that wrapper is what sticks;
 # the header above it is made opaque, so that the page scrolling under both never shows through.
+# The button that hides the numbers (result_panel) sits in the middle of the header, empty otherwise: on screen
+# whatever the teacher scrolls to, and taking no room from the page.
 PAGE_CSS = f"""<style>
 [data-testid="stLayoutWrapper"]:has(> .st-key-{RESULT_PANEL}) {{ position: sticky; top: 3.75rem; z-index: 990; }}
 .st-key-{RESULT_PANEL} {{ background: var(--background-color, #fff); border-bottom: 2px solid rgba(49, 51, 63, 0.2);
@@ -97,6 +120,8 @@ PAGE_CSS = f"""<style>
 [data-test-script-state="running"] .st-key-{RESULT_PANEL} [data-stale="true"] [data-testid="stMetricValue"] {{
   text-decoration: line-through; opacity: 0.5; animation: none; }}
 @keyframes lmviz-working {{ to {{ opacity: 1; }} }}
+.st-key-{HIDE_BUTTON} {{ position: fixed; top: 0.75rem; left: 50%; transform: translateX(-50%); z-index: 999991;
+  width: auto; }}
 @media (max-width: {PHONE_PX}px) {{
   .st-key-{RESULT_PANEL} [data-testid="stHorizontalBlock"] {{ flex-flow: row wrap; gap: 0.25rem 0.75rem; }}
   .st-key-{RESULT_PANEL} [data-testid="stColumn"] {{ flex: 1 1 40%; min-width: 40%; }}
@@ -135,14 +160,56 @@ def presentation_switch() -> bool:
         if not st.session_state.get(WAS_ON):
             st.session_state[TURNED_ON] = st.session_state.get(TURNED_ON, 0) + 1
         run_script("lmviz-fold-sidebar", FOLD_SIDEBAR.format(turned_on=st.session_state[TURNED_ON]))
-        if st.query_params.get(PRESENT_KEY) != "1":
-            st.query_params[PRESENT_KEY] = "1"
     else:
         st.set_page_config(initial_sidebar_state="auto")
-        if PRESENT_KEY in st.query_params:
-            del st.query_params[PRESENT_KEY]
+    flag_in_link(PRESENT_KEY, on)
     st.session_state[WAS_ON] = on
     return on
+
+
+def flag_in_link(name: str, on: bool) -> None:
+    """?name=1 in the address while ``on``, so that a reload (F5) or a copied link keeps it; nothing otherwise.
+    Only a change is sent to the browser."""
+    if on and st.query_params.get(name) != "1":
+        st.query_params[name] = "1"
+    elif not on and name in st.query_params:
+        del st.query_params[name]
+
+
+def numbers_hidden() -> bool:
+    """Whether the page's headline numbers are hidden from the room; a session opened by a link with ?hide=1
+    starts with them hidden."""
+    if HIDE_KEY not in st.session_state:
+        st.session_state[HIDE_KEY] = st.query_params.get(HIDE_KEY) == "1"
+    return st.session_state[HIDE_KEY]
+
+
+def hide_numbers(hidden: bool = True) -> None:
+    """Hides the page's headline numbers from the room (``hidden=False`` shows them again), on this page and every
+    later one until shown, a reload included: the pinned panel reads the flag when it is drawn. Any code may call
+    it, a button's callback too, for a question put to the room whose answer the numbers would give away."""
+    st.session_state[HIDE_KEY] = hidden
+    flag_in_link(HIDE_KEY, hidden)
+
+
+def hide_numbers_switch() -> None:
+    """The switch in the sidebar, under the presentation mode's. Its widget state is not the flag itself, so that
+    hide_numbers can be called anywhere in a run, after the switch is drawn too."""
+    st.session_state[HIDE_SWITCH] = numbers_hidden()
+    st.sidebar.toggle(HIDE_LABEL, key=HIDE_SWITCH, on_change=lambda: hide_numbers(st.session_state[HIDE_SWITCH]),
+                      help=HIDE_HELP)
+    flag_in_link(HIDE_KEY, numbers_hidden())
+
+
+def hide_numbers_button() -> None:
+    """With the pinned panel: the button (and the key H) that hides its numbers or shows them again, at the top of
+    the screen, and while they are hidden the style that hides them. The panel reads the flag as it is drawn."""
+    hidden = numbers_hidden()
+    st.button(SHOW_LABEL if hidden else HIDE_LABEL, key=HIDE_BUTTON, on_click=hide_numbers, args=(not hidden,),
+              shortcut=HIDE_SHORTCUT, icon=":material/visibility:" if hidden else ":material/visibility_off:",
+              help=HIDE_HELP)
+    if hidden:
+        st.html(HIDDEN_NUMBERS_CSS)
 
 
 class PageStopped(BaseException):
@@ -194,8 +261,9 @@ def first_drawing(url_path: str):
 
 
 def present_params() -> dict[str, str]:
-    """The query parameter that carries presentation mode in a link: empty when it is off."""
-    return {PRESENT_KEY: "1"} if presenting() else {}
+    """The query parameters that carry the room's settings in a link, presentation mode and hidden numbers: empty
+    when both are off."""
+    return {name: "1" for name, on in ((PRESENT_KEY, presenting()), (HIDE_KEY, numbers_hidden())) if on}
 
 
 def key_table(data, file_name: str, **dataframe_options) -> None:

@@ -9,7 +9,7 @@ from typing import Callable
 
 import streamlit as st
 
-from lmviz.app.chrome import RESULT_PANEL, chart_font_px
+from lmviz.app.chrome import RESULT_PANEL, chart_font_px, hide_numbers_button
 from lmviz.core.labels import Branch
 from lmviz.core.text import escape_markdown
 from lmviz.figures.chips import BRANCH_MEANINGS, branch_chip, chip_row
@@ -17,7 +17,11 @@ from lmviz.figures.chips import BRANCH_MEANINGS, branch_chip, chip_row
 
 def result_panel():
     """The container for a page's headline result, pinned under the header (see
-    lmviz.app.chrome.PAGE_CSS). Create it before the controls, fill it once computed."""
+    lmviz.app.chrome.PAGE_CSS). Create it before the controls, fill it once computed.
+
+    With it, the button (or the key H) that hides its numbers while the room is asked (lmviz.app.chrome.hide_numbers),
+    at the top of the screen."""
+    hide_numbers_button()
     return st.container(key=RESULT_PANEL)
 
 
