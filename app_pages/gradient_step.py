@@ -107,9 +107,8 @@ def show_adamw(adam, lr: float) -> None:
         "proportional to g as SGD's step is, where |g| is far below eps. Here on "
         f"{adam.description} ({adam.shape[0]:,} × {adam.shape[1]:,} = {adam.weights:,} weights; m and v take "
         f"{adam.state_bytes / 2**20:,.0f} MiB), at lr = {lr:g}, weight decay λ = {adam.weight_decay:g}:"))
-    bounds = [f"≥ {SIGN_LIKE:,} eps", f"eps to {SIGN_LIKE:,} eps", "below eps"]
     key_table(pd.DataFrame({
-        "gradient |g|": bounds,
+        "gradient |g|": [band.gradient for band in adam.bands],
         "weights": [f"{band.weights:,}" for band in adam.bands],
         "share": [f"{band.weights / adam.weights:.1%}" for band in adam.bands],
         "AdamW's step": [band.step for band in adam.bands],

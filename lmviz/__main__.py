@@ -35,7 +35,7 @@ import math
 import sys
 from dataclasses import asdict
 
-from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_grad, fmt_prob, fmt_signed
+from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import readable_token
 from lmviz.errors import ModelLoadError, NotEnoughMemory, NothingToScore
 from lmviz.lessons.bert import analyse_mlm, analyse_nsp
@@ -315,7 +315,7 @@ def _sgd_table(result) -> list[str]:
                      "the valley it was meant to go down into.")
     lines += [f"the loss per step at lr = {lr} (‖g‖: the gradient's length over every weight, taken by that step)",
               f"{'step':>4}  {'loss':>10}  {'‖g‖':>10}", f"{0:>4}  {fmt(losses[0]):>10}"]
-    lines += [f"{step:>4}  {fmt(loss):>10}  {fmt(norm):>10}"
+    lines += [f"{step:>4}  {fmt(loss):>10}  {fmt_norm(norm):>10}"
               for step, (loss, norm) in enumerate(zip(losses[1:], result.grad_norms), start=1)]
     if result.other is not None:
         moved, last = result.other, f"after {result.steps}"
@@ -335,8 +335,11 @@ def _adamw_table(adam) -> list[str]:
     lines = [f"AdamW's first step at lr = {lr}, weight decay λ = {adam.weight_decay:g}, betas {adam.betas}, "
              f"eps {adam.eps:g}, on {adam.description}",
              f"{adam.shape[0]:,} × {adam.shape[1]:,} = {adam.weights:,} weights, every other weight left as it is; "
-             f"m and v take {adam.state_bytes / 2**20:,.1f} MB",
-             "at the first step m̂ = g and v̂ = g², so the step is lr · g / (|g| + eps): lr · sign(g), whatever g's size",
+             f"m and v take {adam.state_bytes / 2**20:,.1f} MiB",
+             "at the first step m̂ = g and v̂ = g², so the step is lr · g / (|g| + eps): ±lr, the sign of g, only where "
+             "|g| is far above eps; about lr · g / eps where it is far below",
+             *[f"|g| {band.gradient}: {band.weights:,} weights ({band.weights / adam.weights:.1%}), step "
+               f"{band.step}, mean |Δw| / lr {fmt(band.ratio_mean)}" for band in adam.bands],
              f"weights with |g| ≥ {SIGN_LIKE} · eps: {adam.sign_like:,} of {adam.weights:,}; their |Δw| / lr: mean "
              f"{fmt(adam.ratio_mean)}, "
              f"from {fmt(adam.ratio_min)} to {fmt(adam.ratio_max)}, for |g| from {fmt_gap(adam.gradient_min)} "

@@ -327,6 +327,18 @@ def test_step_with_adamw_gives_its_first_step_on_the_output_matrix(tiny_gpt, cap
                 fmt_gap(weight.update), fmt(weight.ratio)] in [line.split() for line in lines]
 
 
+def test_step_with_adamw_says_what_eps_does_and_counts_each_band_with_its_memory_in_mib(tiny_gpt, capsys):
+    """Issue 39: the table said "lr · sign(g), whatever g's size" and gave m and v's 2**20 bytes as MB."""
+    expected = adamw_first_step(tiny_gpt, STORY)
+    assert main(["step", STORY, "--model", TINY_GPT, "--optimizer", "adamw"]) == 0
+    out = capsys.readouterr().out
+    assert f"m and v take {expected.state_bytes / 2**20:,.1f} MiB" in out and " MB" not in out
+    assert "whatever g's size" not in out and "only where |g| is far above eps; about lr · g / eps" in out
+    for band in expected.bands:
+        assert (f"|g| {band.gradient}: {band.weights:,} weights ({band.weights / expected.weights:.1%}), step "
+                f"{band.step}, mean |Δw| / lr {fmt(band.ratio_mean)}") in out.splitlines()
+
+
 @pytest.mark.parametrize("args", [["--steps", "3"], ["--other", OTHER_STORY]])
 def test_adamw_takes_one_step_and_scores_no_other_text(args, capsys):
     assert main(["step", STORY, "--model", TINY_GPT, "--optimizer", "adamw", *args]) == 2

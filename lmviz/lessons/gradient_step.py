@@ -51,10 +51,11 @@ ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # PyTorch's AdamW defaults
 # A weight whose gradient is at least this many times eps has lr·|g|/(|g| + eps) within 0.1% of lr: AdamW's first
 # step moves it by ±lr, the sign of g. At |g| = eps the step is lr/2; below eps, less, and about lr·|g|/eps.
 SIGN_LIKE = 1000
-# AdamW's first step, lr·|g|/(|g| + eps), in three bands of |g|: (lowest |g|, highest |g| (excluded), the step there)
-STEP_BANDS = ((SIGN_LIKE * ADAM_EPS, math.inf, "±lr, the sign of g (within 0.1 %)"),
-              (ADAM_EPS, SIGN_LIKE * ADAM_EPS, "from lr/2 to lr"),
-              (0.0, ADAM_EPS, "below lr/2; about lr · |g| / eps far below eps"))
+# AdamW's first step, lr·|g|/(|g| + eps), in three bands of |g|: (lowest |g|, highest |g| (excluded), the band in
+# words, the step there in words)
+STEP_BANDS = ((SIGN_LIKE * ADAM_EPS, math.inf, f"≥ {SIGN_LIKE:,} eps", "±lr, the sign of g (within 0.1 %)"),
+              (ADAM_EPS, SIGN_LIKE * ADAM_EPS, f"eps to {SIGN_LIKE:,} eps", "from lr/2 to lr"),
+              (0.0, ADAM_EPS, "below eps", "below lr/2; about lr · |g| / eps far below eps"))
 
 Progress = Callable[[float, str], None]
 
@@ -408,10 +409,9 @@ class WeightUpdate:
 
 @dataclass
 class GradientBand:
-    """The matrix's weights whose |g| lies in [low, high), and how far AdamW's first step moved them."""
-    low: float
-    high: float
-    step: str  # what lr·|g|/(|g| + eps) is in the band, in words (STEP_BANDS)
+    """The matrix's weights whose |g| lies in one of STEP_BANDS, and how far AdamW's first step moved them."""
+    gradient: str  # the band of |g|, in words
+    step: str  # what lr·|g|/(|g| + eps) is in the band, in words
     weights: int
     ratio_mean: float  # mean |Δw| / lr over them (NaN when there is none)
 
@@ -501,10 +501,10 @@ def _bands(magnitude: torch.Tensor, ratio: torch.Tensor) -> list[GradientBand]:
     """The weights by |g| (``magnitude``, flat) in the three regimes of lr·|g|/(|g| + eps), with their mean
     |Δw| / lr (``ratio``, flat)."""
     bands = []
-    for low, high, step in STEP_BANDS:
+    for low, high, gradient, step in STEP_BANDS:
         inside = (magnitude >= low) & (magnitude < high)
         count = int(inside.sum())
-        bands.append(GradientBand(low=low, high=high, step=step, weights=count,
+        bands.append(GradientBand(gradient=gradient, step=step, weights=count,
                                   ratio_mean=ratio[inside].double().mean().item() if count else math.nan))
     return bands
 

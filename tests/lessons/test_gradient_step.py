@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from lmviz.core.numbers import NORM_DIGITS
 from lmviz.course.glossary import TERMS
 from lmviz.errors import LearnerError, NothingToScore, OtherTextUnusable
 from lmviz.lessons.causal_lm import analyse_clm
@@ -302,9 +303,9 @@ def test_adamws_first_step_is_torch_optim_adamw_on_a_copy_and_sign_like(request,
     magnitude, moved = grad.abs().view(-1), (update.abs() / lr).view(-1)
     assert result.gradient_median == pytest.approx(magnitude.sort().values[(magnitude.numel() - 1) // 2].item(),
                                                    rel=1e-5)
-    assert [(band.low, band.high, band.step) for band in result.bands] == list(STEP_BANDS)
-    for band in result.bands:
-        inside = (magnitude >= band.low) & (magnitude < band.high)
+    assert [(band.gradient, band.step) for band in result.bands] == [band[2:] for band in STEP_BANDS]
+    for band, (low, high, *_) in zip(result.bands, STEP_BANDS, strict=True):
+        inside = (magnitude >= low) & (magnitude < high)
         assert band.weights == int(inside.sum())
         assert band.ratio_mean == pytest.approx(moved[inside].double().mean().item(), abs=2e-4)  # as above
     assert sum(band.weights for band in result.bands) == result.weights
@@ -358,7 +359,10 @@ def test_adamws_first_step_is_the_sign_of_g_only_far_above_eps_as_the_glossary_a
     far_above, below, far_below = magnitude >= SIGN_LIKE * eps, magnitude < eps, magnitude <= eps / SIGN_LIKE
     band = ~far_above & ~below
     assert all(mask.any() for mask in (far_above, band, below, far_below))
-    # the bands' words (STEP_BANDS), which the page shows
+    # the bands' words (STEP_BANDS), which the page shows: each checked here
+    assert [band[:2] for band in STEP_BANDS] == [(SIGN_LIKE * eps, math.inf), (eps, SIGN_LIKE * eps), (0.0, eps)]
+    assert [band[3] for band in STEP_BANDS] == ["±lr, the sign of g (within 0.1 %)", "from lr/2 to lr",
+                                                "below lr/2; about lr · |g| / eps far below eps"]
     assert torch.all((size[far_above] - 1).abs() <= 1e-3)  # "±lr, the sign of g (within 0.1 %)"
     assert torch.all((size[band] >= 0.5 - 1e-12) & (size[band] < 1))  # "from lr/2 to lr"
     assert torch.all(size[below] < 0.5)  # "below lr/2; about lr · |g| / eps far below eps"
@@ -382,6 +386,7 @@ def test_adamws_first_step_is_the_sign_of_g_only_far_above_eps_as_the_glossary_a
 def test_the_docs_figures_for_adamws_first_step_and_the_longest_row_are_the_computations(bundled):
     """docs/lessons/gradient_step.md quotes the default sentence's AdamW bands and the story's rows: these, as
     computed; and the tied matrix's row of a token absent from the text is Σ_t p_t(v) h_t / N, as it says."""
+    assert f"‖g‖ over every weight to {NORM_DIGITS} significant digits" in DOCS  # as fmt_norm writes it
     adam = adamw_first_step(bundled, PARIS)
     share = adam.sign_like / adam.weights
     assert share < 0.5 and adam.bands[2].weights / adam.weights > 0.1  # the glossary's "many" far below eps
