@@ -7,6 +7,7 @@ import contextlib
 
 import streamlit as st
 
+from lmviz.app import url_state
 from lmviz.app.chrome import PageStopped, first_drawing, hide_numbers_switch, page_style, presentation_switch
 from lmviz.app.path import land_at_top, lesson_footer, lesson_header
 from lmviz.app.warm import warm_start
@@ -29,6 +30,7 @@ glossary = st.Page("app_pages/glossary.py", title="Glossary", icon=":material/me
 # every lesson of the path instead
 page = st.navigation([home, *pages.values(), glossary], expanded=True)
 land_at_top(page)  # a page switch opens the new page at its top, not at the old page's offset
+url_state.on_page(page.url_path)  # the inputs the page keeps in its link are its own, for its reset button
 lesson = next((lesson for lesson in PATH if pages[lesson.url_path] is page), None)
 if lesson:
     lesson_header(lesson)

@@ -104,6 +104,7 @@ intro(
     "Then the batch's loss is a mean, and *which* mean matters."
 )
 panel = result_panel()
+url_state.reset_button()
 text = url_state.linked(url_state.text("batch_text", DEFAULT_SENTENCES, MAX_CHARS), st.text_area,
                         f"Sentences, one per line (at most {MAX_BATCH_SENTENCES})", max_chars=MAX_CHARS)
 

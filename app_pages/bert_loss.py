@@ -32,6 +32,7 @@ intro(
 )
 loaded = choose_bert()
 panel = result_panel()
+url_state.reset_button()
 
 
 def use_the_story() -> None:

@@ -136,6 +136,7 @@ scorer = choose_causal_lm()
 stop_without_chat_template(scorer, "it has no chat format to fine-tune")
 loaded, tokenizer = scorer.loaded, scorer.loaded.tokenizer
 panel = result_panel()
+url_state.reset_button()
 user = linked_text("chat_user", st.text_input, "User message")
 answer = linked_text("chat_answer", st.text_input, "Assistant's answer (the text fine-tuning teaches)")
 system = linked_text("chat_system", st.text_input, "System message (optional)") or None

@@ -145,6 +145,7 @@ intro(
 
 scorer = choose_causal_lm()
 panel = result_panel()
+url_state.reset_button()
 text = url_state.linked(url_state.text("step_text", DEFAULT_TEXT, MAX_CHARS), st.text_area,
                         "Your text (the step learns it)", max_chars=MAX_CHARS)
 rate, count, other_box = st.columns([2, 1, 3])

@@ -150,6 +150,7 @@ intro(
 scorer = choose_causal_lm()
 stop_without_chat_template(scorer, "it cannot be asked a question as a chat model is")
 panel = result_panel()
+url_state.reset_button()
 prompt = url_state.linked(url_state.text("grpo_prompt", DEFAULT_PROMPT, MAX_CHARS), st.text_input,
                           "Prompt: a question whose answer a rule can check", max_chars=MAX_CHARS)
 size_box, seed_box, temperature_box, limit_box = st.columns(4)

@@ -48,6 +48,7 @@ intro(
 )
 loaded = choose_bert()
 panel = result_panel()
+url_state.reset_button()
 
 # the first held-out story's first sentence and the next: a pair as in training too, its span one sentence long
 first_a, first_b = held_out_stories()[0].sentences[:2]

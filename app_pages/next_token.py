@@ -95,6 +95,7 @@ intro(
 params = st.query_params
 scorer = choose_causal_lm()
 panel = result_panel()
+url_state.reset_button()
 text = url_state.linked(url_state.text("next_text", DEFAULT_PREFIX, MAX_CHARS), st.text_area,
                         "The beginning of a text", max_chars=MAX_CHARS, height=80)
 left, right = st.columns([1, 2])

@@ -49,6 +49,12 @@ def write_edits(edits: dict[tuple[int, str], float]) -> str:
 # The cells changed from the article's, in the link (at most 50 numbers): the table the session starts from.
 EDITS = url_state.Kept("toy_edits", {}, read_edits, write_edits)
 
+
+def new_table_editor() -> None:
+    """A fresh editor, with the article's numbers: an editor keeps its own edits, which cannot be set, under its key."""
+    st.session_state["toy_table_version"] = st.session_state.get("toy_table_version", 0) + 1
+
+
 intro(
     "A tiny language model knows 10 words. It reads `<s> I love dogs not cats` "
     "(`<s>` marks the start) and, at every position, gives a probability to each of "
@@ -56,6 +62,7 @@ intro(
     "words that really come next. This is the worked example of the article lmviz grew from."
 )
 panel = result_panel()  # the loss, pinned: edit a probability far below and watch it change
+url_state.reset_button(also=new_table_editor)
 
 st.subheader("1. The vocabulary")
 st.dataframe(pd.DataFrame([toy.VOCAB], index=["word"]), hide_index=False)
@@ -84,7 +91,7 @@ st.markdown(
 )
 url_state.seed(EDITS)
 if st.button("Reset to the article's numbers"):
-    st.session_state["toy_table_version"] = st.session_state.get("toy_table_version", 0) + 1
+    new_table_editor()
     st.session_state[EDITS.key] = {}
 row_names = [f"{t}: {toy.INPUT_WORDS[t]} → {toy.VOCAB[labels[t]]}" for t in range(len(labels))]
 # A click on a column's header sorts the editor's rows, and the teacher's positions come out of order. Streamlit

@@ -165,6 +165,7 @@ with controls:
         start = st.button("Train", type="primary")
         st.button("Stop", help="Stops after the current step; the model keeps what it learned.")
         reset = st.button("Start over")
+        url_state.reset_button()
     progress = st.empty()
     objective = url_state.linked(url_state.choice("train_objective", next(iter(OBJECTIVES)), list(OBJECTIVES)),
                                  st.selectbox, "Objective", list(OBJECTIVES), format_func=OBJECTIVES.get)

@@ -74,7 +74,7 @@ def choose_bert():
     be had, else lmviz's own tiny BERT; one copy per process. Returns a LoadedModel."""
     trained = trained_bert()
     choices = _bert_choices() + ([trained.name] if trained is not None else [])
-    with st.expander("Model", expanded=False):
+    with st.expander("Model", expanded=False), url_state.kept_on_reset():
         name = url_state.linked(url_state.choice("bert_choice", choices[0], choices), st.selectbox, "BERT model",
                                 choices, help="bert-base-uncased is offered when it is cached here or the hub can be "
                                               "reached.")

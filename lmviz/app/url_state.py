@@ -10,6 +10,7 @@ page. The session state is seeded, not the widget given a value=: Streamlit warn
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Callable, Generic, Sequence, TypeVar
@@ -102,8 +103,52 @@ def positions(key: str, most: int) -> Kept[list[int]]:
     return Kept(key, [], read, lambda chosen: ",".join(map(str, chosen)))
 
 
+SEEDED = "url-state-seeded"  # session state: {page: {key: Kept}}, every input each page has kept in its link
+PAGE = "url-state-page"  # session state: the page whose script runs now
+RESET_KEY = "reset-page"
+
+
+def on_page(name: str) -> None:
+    """Called before a page's script runs: the inputs it seeds from now on are that page's, which its reset button
+    puts back."""
+    st.session_state[PAGE] = name
+
+
+@contextlib.contextmanager
+def kept_on_reset():
+    """Inputs seeded inside are not put back by the page's reset button: the model, whose reload takes seconds and
+    which the learner chose for every page."""
+    page = st.session_state.get(PAGE)
+    st.session_state[PAGE] = None
+    try:
+        yield
+    finally:
+        st.session_state[PAGE] = page
+
+
+def reset_button(also: Callable[[], None] | None = None) -> None:
+    """"Reset this page": every input the page keeps in its link back to its default, in the session and in the
+    link, and ``also`` (a page's own state that is not an input, such as an editor's cells) called. Placed before
+    the page's controls; it resets the inputs seeded further down too, since it acts on the next run, after this
+    one has recorded them all. The check-yourself answers, progress, presentation mode and the model are kept."""
+    st.button("Reset this page", key=RESET_KEY, type="tertiary", icon=":material/restart_alt:", on_click=_reset,
+              args=(st.session_state.get(PAGE), also),
+              help="Puts every control of this page back to where the lesson starts: its texts, choices and "
+                   "numbers. Your answers to the questions are kept.")
+
+
+def _reset(page: str | None, also: Callable[[], None] | None) -> None:
+    for kept in st.session_state.get(SEEDED, {}).get(page, {}).values():
+        st.session_state.pop(kept.key, None)  # seeded again from its default: the link no longer has it
+        if kept.param in st.query_params:
+            del st.query_params[kept.param]
+    if also:
+        also()
+
+
 def seed(kept: Kept) -> None:
     """On the session's first run, the link's value (or the default) into the session state."""
+    st.session_state.setdefault(SEEDED, {}).setdefault(st.session_state.get(PAGE), {})[kept.key] = kept
     if kept.key in st.session_state:
         return
     raw = st.query_params.get(kept.param)

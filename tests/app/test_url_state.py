@@ -10,7 +10,7 @@ import math
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lmviz.app.url_state import LINK_NAMES, number_text
+from lmviz.app.url_state import LINK_NAMES, RESET_KEY, number_text
 from lmviz.course.registry import PATH
 from lmviz.lessons.chat_loss import COMPLETION
 from lmviz.lessons.grpo import DAPO, MEAN
@@ -209,6 +209,21 @@ def test_a_link_opens_the_page_on_the_result_its_inputs_give_by_hand(stem, n):
     default_link, default_metrics, _ = default_page(stem)
     assert metrics(linked) != default_metrics or any(
         value != default_link.get(name) for name, value in link.items())  # Train's source: no metric to change
+
+
+@pytest.mark.parametrize(("stem", "n"), LINK_CASES)
+def test_reset_this_page_puts_every_input_back_to_where_the_lesson_starts(stem, n):
+    """Every lesson page has a "Reset this page" button (lmviz.app.url_state.reset_button). Pressed on a page opened
+    from a link that sets its inputs, or with the same inputs set by hand, the page shows what it shows with no link:
+    its inputs (every one written back to the link) and its numbers."""
+    default_link, default_metrics, _ = default_page(stem)
+    page, chosen = lesson(stem).page, LINKS[stem][n]
+    for changed in (opened_from(page, link_of(chosen)), set_by_hand(open_page(page), chosen)):
+        assert query(changed) != default_link
+        changed.button(key=RESET_KEY).click().run()
+        assert not changed.exception, changed.exception
+        assert query(changed) == default_link
+        assert metrics(changed) == default_metrics
 
 
 def test_the_toy_examples_link_gives_the_loss_of_its_table():
