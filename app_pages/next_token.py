@@ -7,7 +7,7 @@ from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
-from lmviz.app.widgets import result_panel, show_chart, show_code
+from lmviz.app.widgets import metric_row, result_panel, show_chart, show_code
 from lmviz.core.numbers import LOSS_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.core.text import escape_markdown, readable_token
 from lmviz.course.questions.next_token import build_questions, candidate_name
@@ -23,7 +23,6 @@ from lmviz.lessons.next_token import (
     hand_digits,
     hand_exponent,
     if_true_next,
-    kept_true_next,
     next_token_logits,
     question_inputs,
     row_in_whole_text,
@@ -60,27 +59,21 @@ def continued(tokenizer, logits, text: str, token_id: int) -> str:
 
 
 def append(token_id: int, how: str) -> None:
-    """A button's callback: the chosen token joins the text box, and the page says what was appended. A typed
-    true next word keeps the token it was read as (see true_next_of_word)."""
-    longer = continued(tokenizer, logits, text, token_id)
-    kept = st.session_state.get("next_word_kept")
-    if kept is not None and kept[:2] == (st.session_state.get("next_word"), text):
-        st.session_state["next_word_kept"] = (kept[0], longer, kept[2])
-    st.session_state["next_text"] = longer
-    st.session_state["next_appended"] = f"Appended {readable_token(tokenizer, token_id)} ({how})."
+    """A button's callback: the chosen token joins the text box, and the page says what was appended. The true next
+    token chosen for the text before is cleared, and the page says so: it was the one after that text, and kept, it
+    was scored after the longer text as if it came next there too ("␣Lyon" scored again after "…is Paris")."""
+    said = f"Appended {readable_token(tokenizer, token_id)} ({how})."
+    if true_next is not None:
+        said += (f" The true next token you chose for the text before, {true_next.token}, is cleared: choose one "
+                 "for this text under 1.")
+    st.session_state["next_text"] = continued(tokenizer, logits, text, token_id)
+    st.session_state["next_true"] = None
+    st.session_state.pop("next_word", None)
+    if "next" in st.query_params:  # a link's true next token goes too: the link now carries the longer text
+        del st.query_params["next"]
+    st.session_state["next_appended"] = said
     if how.startswith("sampled"):
         st.session_state["next_seed"] += 1  # the next draw is another one, and the sequence stays reproducible
-
-
-def true_next_of_word(word: str):
-    """The typed word read after the text, or, when only Generate has changed the text since it was read, the
-    token it was read as then (session state next_word_kept: the word, the text now, the token id)."""
-    kept = st.session_state.get("next_word_kept")
-    if kept is not None and kept[:2] == (word, text):
-        return kept_true_next(logits, tokenizer, word, kept[2])
-    read = if_true_next(logits, tokenizer, word)
-    st.session_state["next_word_kept"] = (word, text, read.token_id)
-    return read
 
 
 intro(
@@ -137,7 +130,7 @@ true_next = None
 try:
     if picked == TYPE_A_WORD:
         word = st.text_input("The word that comes next", key="next_word", max_chars=100)
-        true_next = true_next_of_word(word) if word.strip() else None
+        true_next = if_true_next(logits, tokenizer, word) if word.strip() else None
     elif picked is not None:
         true_next = if_true_next(logits, tokenizer, picked)
 except BadInput as problem:
@@ -150,16 +143,16 @@ elif "next" in st.query_params:
     del st.query_params["next"]
 
 with panel:
-    greedy, greedy_p, loss, rank = st.columns(4)
-    greedy.metric("Greedy choice (the highest logit)", shown.greedy.token)
-    greedy_p.metric(f"p(greedy) at T = {temperature:g}", fmt_prob(shown.greedy.prob))
+    row = metric_row()
+    row.metric("Greedy choice (the highest logit)", shown.greedy.token, width="content")
+    row.metric(f"p(greedy) at T = {temperature:g}", fmt_prob(shown.greedy.prob), width="content")
     if true_next is None:
-        loss.metric("Loss if the true next token is …", "choose one", help="Choose a token under 1.")
+        row.metric("Loss if the true next token is …", "choose one", help="Choose a token under 1.", width="content")
     else:
-        loss.metric(f"-log p({true_next.token}), T = 1", fmt(true_next.nll),
-                    help="The loss this position adds in training, where T is always 1.")
+        row.metric(f"-log p({true_next.token}), T = 1", fmt(true_next.nll), width="content",
+                   help="The loss this position adds in training, where T is always 1.")
         # the vocabulary's size in the label: "1,400 of 49,152" was cut to "1,400 of…" in a quarter of 818 px
-        rank.metric(f"Rank of {true_next.token} among {logits.vocab_size:,}", f"{true_next.rank:,}")
+        row.metric(f"Rank of {true_next.token} among {logits.vocab_size:,}", f"{true_next.rank:,}", width="content")
 explain_byte_pieces([*(c.token for c in shown.top), *([true_next.token] if true_next is not None else [])])
 
 if true_next is not None:

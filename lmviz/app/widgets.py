@@ -25,6 +25,14 @@ def result_panel():
     return st.container(key=RESULT_PANEL)
 
 
+def metric_row():
+    """A row for the pinned panel's numbers, each drawn with ``width="content"``: as wide as its label and value
+    need, the row's room spread between them, and a second line where they do not fit. In st.columns' equal parts,
+    with the sidebar open at 1280 px, a longer label or number was cut ("Loss if the true next token i…",
+    a perplexity of "1919.68…")."""
+    return st.container(horizontal=True, horizontal_alignment="distribute")
+
+
 def show_masked_tokens(rows, mask_token: str) -> None:
     """The masked input, chip by chip (rows: lmviz.lessons.bert.MlmRow), and the legend of the four marks."""
     st.html(chip_row([branch_chip(r.branch, r.token, r.shown) for r in rows]))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal
 
 import torch
@@ -270,24 +270,6 @@ def if_true_next(result: NextTokenLogits, tokenizer, target: int | str) -> TrueN
                     nll=-log_p[token_id].item(),
                     nll_float32=-torch.log_softmax(result.logits.float(), -1)[token_id].item(),
                     rank=rank_of(result.logits, token_id), typed=typed, pieces=pieces, note=note)
-
-
-def kept_true_next(result: NextTokenLogits, tokenizer, word: str, token_id: int) -> TrueNext:
-    """A typed ``word``'s true next token kept as ``token_id``, the token it was read as before tokens were
-    appended to the text: generating continues the text, it does not change the learner's word. Read again
-    after the longer text, a word can become other tokens (after a new line "Lyon" has no space before it:
-    "L" + "yon", not " Lyon"); the note says so where it does."""
-    kept = if_true_next(result, tokenizer, token_id)
-    try:
-        now = if_true_next(result, tokenizer, word)
-    except BadInput:
-        now = None
-    if now is not None and now.token_id == token_id:
-        return now
-    read_now = (f"typed after this text, it would read as {' + '.join(now.pieces)}" if now is not None
-                else "typed after this text, this tokenizer could not write it")
-    return replace(kept, note=f"{word.strip()!r} is kept as {kept.token}, the token it was read as before the "
-                              f"appended tokens; {read_now}.")
 
 
 def row_in_whole_text(result: NextTokenLogits, token_id: int, analysis):

@@ -206,27 +206,36 @@ def test_the_worked_softmax_gives_its_p_back_from_the_digits_it_shows(bundled, t
         assert fmt_prob(math.exp(fewer)) != p
 
 
-def test_the_text_so_far_is_under_the_generate_buttons_and_a_typed_word_keeps_its_token(bundled):
-    """Issue 29: the generated text grew only in the box at the top, far from the buttons; and "Lyon", typed as the
-    true next word, became "L" once the greedy new line was appended (read again there, it has no space)."""
+def test_the_text_so_far_is_under_the_generate_buttons_and_the_true_next_word_goes_with_the_old_text(bundled):
+    """Issue 29: the generated text grew only in the box at the top, far from the buttons. The teacher's rehearsal:
+    "Lyon", typed as the true next word, was scored again after the appended token, as if it came after that too
+    ("␣Lyon" after "…is Paris"). Appending clears it and says so; a text typed by hand keeps the word, read after
+    it."""
     prefix = "The capital of France is Paris."
     at = open_page_with("app_pages/next_token.py", {"text": prefix})
     box = at.selectbox(key="next_true")
     box.set_value(box.options[-1]).run()  # "a word I type…"
     at.text_input(key="next_word").input("Lyon").run()
     lyon = bundled.tokenizer.convert_tokens_to_ids("ĠLyon")
-    assert f"-log p({readable_token(bundled.tokenizer, lyon)}), T = 1" in metrics(at)
-    probs = softmax_of_the_model(bundled, prefix, 1.0)
-    greedy = int(probs.argmax())
+    label = f"-log p({readable_token(bundled.tokenizer, lyon)}), T = 1"
+    expected = -torch.log(softmax_of_the_model(bundled, prefix, 1.0)[lyon]).item()
+    assert float(metrics(at)[label]) == pytest.approx(expected, abs=2e-4)
+    assert at.query_params["next"] == str(lyon)
+    greedy = int(softmax_of_the_model(bundled, prefix, 1.0).argmax())
     next(b for b in at.button if b.label.startswith("Append the greedy token")).click().run()
     longer = prefix + bundled.tokenizer.decode([greedy])
-    assert at.text_area(key="next_text").value == longer and longer.endswith("\n")
-    assert f"Appended {readable_token(bundled.tokenizer, greedy)} (greedy). The text now:" in page_text(at)
+    assert at.text_area(key="next_text").value == longer
     assert longer.strip() in [t.value.strip() for t in at.text]  # the text so far, under the buttons
-    after = -torch.log(softmax_of_the_model(bundled, longer, 1.0)[lyon]).item()
-    assert float(metrics(at)[f"-log p({readable_token(bundled.tokenizer, lyon)}), T = 1"]) == pytest.approx(
-        after, abs=2e-4)
-    assert at.text_input(key="next_word").value == "Lyon"
+    assert (f"Appended {readable_token(bundled.tokenizer, greedy)} (greedy). The true next token you chose for the "
+            f"text before, {readable_token(bundled.tokenizer, lyon)}, is cleared: choose one for this text under 1. "
+            "The text now:") in page_text(at)
+    assert label not in metrics(at) and metrics(at)["Loss if the true next token is …"] == "choose one"
+    assert at.selectbox(key="next_true").value is None and "next" not in at.query_params
+    assert not any(box.key == "next_word" for box in at.text_input)
+    box = at.selectbox(key="next_true")
+    box.set_value(box.options[-1]).run()
+    assert at.text_input(key="next_word").value == ""  # the word typed for the text before is gone too
+    at.text_input(key="next_word").input("Lyon").run()
     at.text_area(key="next_text").input("Cities:\n").run()  # a text typed by hand: the word is read after it
     assert "-log p(L), T = 1" in metrics(at)
 

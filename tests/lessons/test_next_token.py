@@ -19,7 +19,6 @@ from lmviz.lessons.next_token import (
     hand_digits,
     hand_exponent,
     if_true_next,
-    kept_true_next,
     next_token_logits,
     next_token_logits_from_ids,
     row_in_whole_text,
@@ -166,28 +165,6 @@ def test_a_word_of_several_tokens_uses_its_first_and_says_so(bundled, paris):
     true = if_true_next(paris, bundled.tokenizer, word)
     assert true.token_id == ids[0] and len(true.pieces) == len(ids)
     assert one_sentence(true.note) and f"{len(ids)} tokens" in true.note and true.pieces[0] in true.note
-
-
-def test_a_typed_word_keeps_its_token_after_a_new_line_is_appended(bundled):
-    """Issue 29: "Lyon", typed as the true next word after "… Paris.", became "L" once Generate appended the
-    greedy new line: read again there, it has no space before it. Kept, it stays the token it was read as."""
-    tokenizer = bundled.tokenizer
-    before = next_token_logits(bundled, "The capital of France is Paris.")
-    lyon = if_true_next(before, tokenizer, "Lyon")
-    assert lyon.token == "␣Lyon" and tokenizer.convert_ids_to_tokens(lyon.token_id) == "ĠLyon"
-    newline = int(before.logits.argmax())
-    assert tokenizer.decode([newline]) == "\n"  # what Append the greedy token adds here
-    after = next_token_logits(bundled, "The capital of France is Paris.\n")
-    read_again = if_true_next(after, tokenizer, "Lyon")
-    assert read_again.token_id != lyon.token_id and read_again.pieces == ["L", "yon"]  # the finding
-    kept = kept_true_next(after, tokenizer, "Lyon", lyon.token_id)
-    assert kept.token_id == lyon.token_id and kept.token == "␣Lyon"
-    reference = torch.nn.functional.cross_entropy(model_logits(bundled, after.input_ids)[None],
-                                                  torch.tensor([lyon.token_id]))
-    assert kept.nll == pytest.approx(reference.item(), abs=1e-4)
-    assert one_sentence(kept.note) and "kept as ␣Lyon" in kept.note and "L + yon" in kept.note
-    # where reading it again gives the same token, nothing is said
-    assert kept_true_next(before, tokenizer, "Lyon", lyon.token_id) == lyon
 
 
 def test_a_word_after_punctuation_gets_no_space(bundled):
