@@ -8,10 +8,10 @@ import streamlit as st
 from lmviz.app import url_state
 from lmviz.app.byte_pieces import explain_byte_pieces
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
-from lmviz.app.chrome import intro, key_table, stop_page, term
+from lmviz.app.chrome import RESULT_PANEL, intro, key_table, run_script, stop_page, term
 from lmviz.app.path import check_yourself, is_answered
 from lmviz.app.problems import show_problem
-from lmviz.app.widgets import result_panel, show_chart, show_code
+from lmviz.app.widgets import metric_row, result_panel, show_chart, show_code
 from lmviz.core.compare import (
     a_variant,
     align,
@@ -42,6 +42,17 @@ from lmviz.serving.scorer import CausalScorer
 MAX_CHARS = 2000
 DEFAULT_TEXT = "The capital of France is Paris."
 START_LABEL = "Start with a start-of-text token"
+PREDICTION = "sentence-prediction"  # the container of Predict first's question
+REVEALED, REVEALED_SHOWN = "sentence-revealed", "sentence-revealed-shown"  # session state: answers, and brought up
+# The answer's top to just under the pinned panel's bottom edge; tried again as the table and chart below it draw.
+ANSWER_UNDER_PANEL = """const bring = () => {{
+  const answer = document.querySelector('.st-key-{prediction} [data-testid="stAlert"]');
+  const panel = document.querySelector('.st-key-{panel}');
+  const main = document.querySelector('[data-testid="stMain"]');
+  if (!answer || !panel || !main) return;
+  main.scrollBy(0, answer.getBoundingClientRect().top - panel.getBoundingClientRect().bottom - 16);
+}};
+[0, 150, 500, 1200].forEach((ms) => setTimeout(bring, ms));"""
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -58,6 +69,21 @@ def coloured_sentence(result) -> str:
                           f"p = {fmt_prob(row.prob)}")
              for row in result.rows]
     return chip_row(chips)
+
+
+def guesses_table(result) -> pd.DataFrame:
+    """The model's likeliest next tokens at each position, a column per guess, each token in quotes. An HTML table
+    (st.table), whose cells wrap: in one column of st.dataframe's canvas the guesses were cut at 1280 px, and
+    written "“,” 0.12, “.” 0.10" without quotes a comma token read as a separator. st.table reads its cells as
+    Markdown, so the tokens are escaped."""
+    guesses = list(zip(*(r.top_k for r in result.rows)))  # guesses[k]: every position's (k + 1)-th likeliest token
+    return pd.DataFrame({
+        "position": [r.position for r in result.rows],
+        "label (next token)": [escape_markdown(r.target_token) for r in result.rows],
+        "rank": [r.rank for r in result.rows],
+        **{f"guess {k + 1}": [f"“{escape_markdown(token)}” {fmt_prob(p)}" for token, p in column]
+           for k, column in enumerate(guesses)},
+    })
 
 
 def loss_scale_legend() -> str:
@@ -135,6 +161,20 @@ if comparing:
                      "Second version", max_chars=MAX_CHARS)
     comparison_slot = st.container()  # filled once the first version is scored: directly under its box
 
+def ask_the_prediction(questions) -> None:
+    """Predict first's question, where section 2 is asked before it is answered, and above section 2 after. In the
+    run that follows its answer, the answer is brought up to just under the pinned panel, with the table it was
+    about straight after it: the page grows a table and a chart as it reruns, and the view was thrown to the bottom
+    of the page, or to the table's last rows, with its first, the costliest label's here, under the panel."""
+    with st.container(key=PREDICTION):
+        check_yourself("sentence", [q for q in questions if q.key == "highest"], heading="Your prediction")
+    shown = st.session_state.get(REVEALED, 0)
+    if is_answered("sentence", "highest") and st.session_state.get(REVEALED_SHOWN) != shown:
+        st.session_state[REVEALED_SHOWN] = shown  # once per answer: later reruns keep the learner's place
+        run_script("lmviz-answer-under-panel", ANSWER_UNDER_PANEL.format(prediction=PREDICTION, panel=RESULT_PANEL),
+                   element_id=f"lmviz-answer-under-panel-{shown}")
+
+
 def score(scorer: CausalScorer, scored_text: str | None = None, with_start: bool | None = None):
     return get_analysis(scorer, scorer.cache_key, text if scored_text is None else scored_text,
                         add_bos if with_start is None else with_start, 5)
@@ -145,17 +185,17 @@ def show_headline(panel, loaded, result, reference) -> None:
     vocabulary, and this model on a paragraph of ordinary English."""
     vocabulary = loaded.model.config.vocab_size
     with panel:
-        loss, ppl, scored, uniform, prose = st.columns(5)
-        loss.metric("Loss: mean(-log p)", fmt(result.loss))
-        ppl.metric("Perplexity: exp(loss)", fmt(result.perplexity, PERPLEXITY_DIGITS))
-        scored.metric("Predictions scored", len(result.rows))
-        uniform.metric("Uniform guess: ln V", fmt(math.log(vocabulary)),
-                       help=f"The loss of a model that gives each of the V = {vocabulary:,} tokens of its "
-                            "vocabulary the same probability.")
+        row = metric_row()
+        row.metric("Loss: mean(-log p)", fmt(result.loss), width="content")
+        row.metric("Perplexity: exp(loss)", fmt(result.perplexity, PERPLEXITY_DIGITS), width="content")
+        row.metric("Predictions scored", len(result.rows), width="content")
+        row.metric("Uniform guess: ln V", fmt(math.log(vocabulary)), width="content",
+                   help=f"The loss of a model that gives each of the V = {vocabulary:,} tokens of its "
+                        "vocabulary the same probability.")
         cut = (f" Only its first {len(reference.tokens)} of {reference.truncated_from} tokens fit this model."
                if reference.truncated_from else "")
-        prose.metric("Plain English", fmt(reference.loss),
-                     help=f"This model's loss on a fixed paragraph of ordinary English: “{REFERENCE_TEXT}”{cut}")
+        row.metric("Plain English", fmt(reference.loss), width="content",
+                   help=f"This model's loss on a fixed paragraph of ordinary English: “{REFERENCE_TEXT}”{cut}")
 
 
 def show_comparison(scorer: CausalScorer, result, hidden: bool) -> None:
@@ -222,10 +262,13 @@ if hidden:
     st.markdown(f"Each token's loss is hidden{', in the comparison too,' if comparing else ''} until you say which "
                 "one you expect to cost the most (or show the answer). The tokens are above; think of which next "
                 "token the model could least expect.")
-    check_yourself("sentence", [q for q in questions if q.key == "highest"], heading="Your prediction")
+    ask_the_prediction(questions)
     if is_answered("sentence", "highest"):
+        st.session_state[REVEALED] = st.session_state.get(REVEALED, 0) + 1
         st.rerun()  # answered in this run: show the losses now
 else:
+    if predicting:  # the question stays where it was asked, its answer given, above the section it was about
+        ask_the_prediction(questions)
     st.subheader("2. Inputs and labels: the labels are the inputs shifted one place left")
     table = pd.DataFrame({
         "position": [r.position for r in result.rows],
@@ -239,10 +282,8 @@ else:
     key_table(table, "lmviz_tokens.csv", hide_index=True)
     # a table of their own: as an eighth column the guesses pushed the table past 1280 px
     if url_state.linked(url_state.flag("sentence_top"), st.toggle, "Show the model's top 5 guesses at each position"):
-        st.dataframe(pd.DataFrame({
-            "position": table["position"], "label (next token)": table["label (next token)"], "rank": table["rank"],
-            "top 5 guesses": [", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in result.rows],
-        }), hide_index=True, column_config={"top 5 guesses": st.column_config.TextColumn(width="large")})
+        st.table(guesses_table(result), hide_index=True)
+        st.caption("Each guess: the token in quotes, then the probability the model gave it.")
     st.caption(f"{len(result.tokens)} tokens give {len(result.rows)} predictions: the last token has no next token. "
                "Rank 1 means the label was the model's favourite.")
     # A row's p is one entry of a whole distribution over the vocabulary: the Next token page shows it all.
@@ -298,5 +339,4 @@ else:
     st.caption("One label has probability exactly 0 under this model (a logit of −∞), so the loss is infinite.")
 
 show_code(analyse_clm, records_from_logits, score_positions, loss_three_ways, *([compare, align] if comparing else []))
-check_yourself("sentence", [q for q in questions if q.key != "highest" or not predicting
-                            or is_answered("sentence", "highest")])
+check_yourself("sentence", [q for q in questions if q.key != "highest" or not predicting])

@@ -278,16 +278,23 @@ def test_your_sentence_shows_markup_and_odd_text_as_plain_tokens(bundled):
 
 
 def test_your_sentence_top_k_on_demand(bundled):
+    """A column per guess, each token in quotes: in one cell, "“,” 0.12, “.” 0.10" read without quotes as separators
+    (the teacher's rehearsal), and the one column was cut at 1280 px."""
     from lmviz.lessons.causal_lm import analyse_clm
 
+    text = "Hello, world, this, is, a list."  # comma tokens among the labels and the guesses
     at = open_page("app_pages/your_sentence.py")
-    at.toggle[0].set_value(True).run()
+    at.text_area(key="text").input(text).run()
+    at.toggle(key="sentence_top").set_value(True).run()
     assert not at.exception
-    table = at.dataframe[1].value  # under the per-token table
-    expected = analyse_clm(bundled, "The capital of France is Paris.")
-    assert table["label (next token)"].tolist() == [r.target_token for r in expected.rows]
-    assert table["top 5 guesses"].tolist() == [
-        ", ".join(f"{tok} {fmt_prob(p)}" for tok, p in r.top_k) for r in expected.rows]
+    table = next(t.value for t in at.table if "guess 1" in t.value.columns)  # an HTML table, whose cells wrap
+    expected = analyse_clm(bundled, text)
+    assert table["label (next token)"].tolist() == [escape_markdown(r.target_token) for r in expected.rows]
+    assert list(table.columns[3:]) == [f"guess {k}" for k in range(1, 6)]
+    for k in range(5):
+        assert table[f"guess {k + 1}"].tolist() == [
+            f"“{escape_markdown(r.top_k[k][0])}” {fmt_prob(r.top_k[k][1])}" for r in expected.rows]
+    assert any(cell.startswith("“,” ") for column in table.columns[3:] for cell in table[column])
 
 
 def test_masked_lm_page_matches_the_library_and_rerolls():
