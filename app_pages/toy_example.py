@@ -14,13 +14,14 @@ from lmviz.core.numbers import PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.core.text import escape_markdown
 from lmviz.course.questions.toy_example import build_questions
 from lmviz.figures import plots
-from lmviz.figures.palettes import TOY_GREEDY_TEXT, TOY_TRUE_LABEL_BACKGROUND
+from lmviz.figures.palettes import TOY_CELL_BACKGROUND, TOY_CELL_TEXT, TOY_GREEDY_TEXT, TOY_TRUE_LABEL_BACKGROUND
 
 SMALLEST_P = 1e-6  # the editor's step: the smallest probability above 0 a learner can type
 # Colour never carries the meaning alone: each highlighted cell also starts with a mark.
 TRUE_MARK, GREEDY_MARK = "✓", "★"
-TRUE_LABEL_STYLE = f"background-color: {TOY_TRUE_LABEL_BACKGROUND}; font-weight: bold"
-GREEDY_STYLE = f"color: {TOY_GREEDY_TEXT}"
+# Each style sets the text's colour and its cell's both: a dark theme's light text on the light cell was unreadable.
+TRUE_LABEL_STYLE = f"background-color: {TOY_TRUE_LABEL_BACKGROUND}; color: {TOY_CELL_TEXT}; font-weight: bold"
+GREEDY_STYLE = f"background-color: {TOY_CELL_BACKGROUND}; color: {TOY_GREEDY_TEXT}"
 EDITOR_KEY = "toy_table_"  # and the reset count: a new key is a fresh editor, with the article's numbers
 # A step moves a logit by η·|g| and every |g| is at most 1/N = 1/5: at 0.1 the loss barely moves, around 1 to 10 it
 # visibly falls, at 30 every p(label) is near 1. About a factor of 3 between choices: a log scale.

@@ -5,15 +5,17 @@ included, which would otherwise wait seconds for torch and transformers to impor
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import NoReturn
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 from lmviz.core.text import spreadsheet_safe
-from lmviz.course.glossary import link, link_first_uses
+from lmviz.course.glossary import TERMS, anchor, link, link_first_uses
 
 PRESENT_KEY = "present"
+DEFINITION = "lmviz-definition"  # the id of a glossary term's definition, shown over the page
 
 
 BODY_PX, CHART_PX = 24, 18  # presentation mode; otherwise Streamlit's 16 px and lmviz's 14 px charts
@@ -45,6 +47,7 @@ html {{ font-size: 20px; }}
 [data-testid="stTextInput"] input, [data-testid="stTextArea"] textarea,
 [data-testid="stNumberInput"] input {{ font-size: {BODY_PX}px; }}
 [data-testid="stMainBlockContainer"] {{ padding-top: 4.25rem; }}
+#{DEFINITION} {{ font-size: {BODY_PX}px; }}
 </style>"""
 
 
@@ -89,6 +92,7 @@ HIDDEN_NUMBERS_CSS = f"""<style>
 
 
 RESULT_PANEL = "result-panel"  # the container key; Streamlit gives it the CSS class st-key-result-panel
+NEXT_LESSON = "next-lesson"  # the container of the next lesson's link at the top of a lesson (lmviz.app.path)
 WORKING = "Working… the numbers struck through are from before"
 WORKING_AFTER_S = 0.3
 PHONE_PX = 640  # Streamlit stacks columns below 640 px
@@ -104,14 +108,30 @@ FIRST_VISIT_CODE = "first-visit-code"  # hidden elements whose code the browser 
 # On a phone Streamlit stacks columns, one metric per line: the panel took 510 of a phone's 844 px. Below
 # PHONE_PX its numbers go two to a line, smaller.
 # Streamlit wraps the container in a stLayoutWrapper of the same height, so that wrapper is what sticks;
-# the header above it is made opaque, so that the page scrolling under both never shows through.
+# the header above it is made opaque, so that the page scrolling under both never shows through. Both take the
+# theme's background (light, or dark when the browser asks for it), which THEME_BACKGROUND copies from the app.
+# A folded sidebar is hidden, so that the keyboard's Tab no longer walks through its links, off the screen. The
+# next lesson's link, first in the page for the keyboard, is shown only when it has the focus (as a "skip" link).
 # The button that hides the numbers (result_panel) sits in the middle of the header, empty otherwise: on screen
 # whatever the teacher scrolls to, and taking no room from the page.
 PAGE_CSS = f"""<style>
 [data-testid="stLayoutWrapper"]:has(> .st-key-{RESULT_PANEL}) {{ position: sticky; top: 3.75rem; z-index: 990; }}
-.st-key-{RESULT_PANEL} {{ background: var(--background-color, #fff); border-bottom: 2px solid rgba(49, 51, 63, 0.2);
-  padding-bottom: 0.25rem; position: relative; }}
-[data-testid="stHeader"] {{ background: var(--background-color, #fff); }}
+.st-key-{RESULT_PANEL} {{ background: var(--lmviz-background, Canvas);
+  border-bottom: 2px solid color-mix(in srgb, currentColor 20%, transparent); padding-bottom: 0.25rem;
+  position: relative; }}
+[data-testid="stHeader"] {{ background: var(--lmviz-background, Canvas); }}
+[data-testid="stSidebar"][data-collapsed="true"], [data-testid="stSidebar"][data-collapsed="true"] * {{
+  visibility: hidden !important; }}
+.st-key-{NEXT_LESSON}:not(:focus-within) {{ position: absolute; width: 1px; height: 1px; overflow: hidden;
+  clip-path: inset(50%); }}
+.st-key-{NEXT_LESSON}:focus-within {{ position: fixed; top: 0.5rem; right: 4rem; z-index: 999992; width: auto;
+  background: var(--lmviz-background, Canvas); border: 2px solid currentColor; border-radius: 0.5rem; }}
+#{DEFINITION} {{ position: fixed; z-index: 1000000; max-width: min(36rem, calc(100vw - 1rem)); padding: 0.6rem 1rem;
+  background: var(--lmviz-background, Canvas); border: 2px solid currentColor; border-radius: 0.5rem;
+  box-shadow: 0 0.25rem 1rem rgba(0, 0, 0, 0.35); font-size: 1rem; line-height: 1.45; }}
+#{DEFINITION} p {{ margin: 0.25rem 0 0.5rem; font-size: inherit; }}
+#{DEFINITION} button {{ margin-left: 1.5rem; font: inherit; color: inherit; background: none; cursor: pointer;
+  border: 1px solid currentColor; border-radius: 0.3rem; padding: 0 0.6rem; }}
 .st-key-{FIRST_VISIT_CODE} {{ display: none; }}
 [data-test-script-state="running"] .st-key-{RESULT_PANEL}::after {{ content: "{WORKING}"; position: absolute;
   bottom: -1.3rem; right: 0; padding: 0.1rem 0.6rem; border: 2px dashed #31333f; border-radius: 0.4rem;
@@ -139,8 +159,83 @@ def run_script(name: str, body: str, element_id: str | None = None) -> None:
             f'<script class="{name}"{tag}>(() => {{\n{body}\n}})();</script>', unsafe_allow_javascript=True)
 
 
+# Streamlit's theme sets no CSS variable: its background is copied from the app into --lmviz-background, again
+# whenever the theme changes (the app's style class changes with it).
+THEME_BACKGROUND = """if (window.lmvizThemeWatched) return;
+window.lmvizThemeWatched = true;
+const app = document.querySelector('[data-testid="stApp"]');
+const copy = () => document.documentElement.style.setProperty('--lmviz-background',
+                                                                getComputedStyle(app).backgroundColor);
+copy();
+new MutationObserver(copy).observe(app, {attributes: true, attributeFilter: ['class']});"""
+
+
+# A glossary link (term()) shows the term's definition over the page, beside the word, instead of following the
+# link: Streamlit opens every Markdown link in a new tab, and the learner lost the lesson's tab, or, in the same
+# tab, the page's place and a run under way (Train). The definition has a link to the Glossary page (a new tab,
+# said so), Close, and Escape; it closes on a click elsewhere or a scroll, and the focus goes back to the word.
+# window.lmvizGlossary ({anchor: [term, definition]}) is set before this script.
+GLOSSARY_POPOVER = """if (window.lmvizGlossaryOn) return;
+window.lmvizGlossaryOn = true;
+let opener = null;
+const close = (refocus) => {
+  document.getElementById(ID)?.remove();
+  if (refocus) opener?.focus();
+  opener = null;
+};
+const entryOf = (link) => {
+  const url = new URL(link.href, location.href);
+  return url.pathname.endsWith('/glossary') ? window.lmvizGlossary[decodeURIComponent(url.hash.slice(1))] : null;
+};
+const show = (link, [term, definition]) => {
+  close(false);
+  opener = link;
+  const box = document.createElement('div');
+  box.id = ID;
+  box.setAttribute('role', 'dialog');
+  box.setAttribute('aria-label', term);
+  box.tabIndex = -1;
+  const name = document.createElement('strong'), text = document.createElement('p');
+  const more = document.createElement('a'), shut = document.createElement('button');
+  name.textContent = term;
+  text.textContent = definition;
+  Object.assign(more, {href: link.href, target: '_blank', rel: 'noopener', textContent: 'In the Glossary (a new tab)'});
+  Object.assign(shut, {type: 'button', textContent: 'Close', onclick: () => close(true)});
+  box.append(name, text, more, shut);
+  document.querySelector('[data-testid="stApp"]').append(box);
+  const at = link.getBoundingClientRect(), high = box.offsetHeight;
+  box.style.left = `${Math.max(8, Math.min(at.left, innerWidth - box.offsetWidth - 8))}px`;
+  box.style.top = `${at.bottom + 6 + high < innerHeight ? at.bottom + 6 : Math.max(8, at.top - 6 - high)}px`;
+  box.focus({preventScroll: true});
+};
+document.addEventListener('click', (event) => {
+  const link = event.target.closest?.('a[href]');
+  const entry = link && !link.closest('#' + ID) && entryOf(link);
+  if (entry) {
+    event.preventDefault();
+    event.stopPropagation();
+    show(link, entry);
+  } else if (!event.target.closest?.('#' + ID)) close(false);
+}, true);
+document.addEventListener('keydown', (event) => {
+  if (event.key === 'Escape' && document.getElementById(ID)) close(true);
+}, true);
+document.addEventListener('scroll', (event) => { if (!event.target.closest?.('#' + ID)) close(false); }, true);"""
+
+
+def glossary_entries() -> str:
+    """The definitions GLOSSARY_POPOVER shows, as JavaScript: {anchor: [term, definition]}. Every "<" is written
+    \\u003c: Streamlit's sanitizer drops a script whose text has "<" before a letter, a digit or "/" (the byte
+    pieces' "<F0 9F>"), and a "</script>" would end it early."""
+    entries = {anchor(term): [term, definition] for term, (_, definition) in TERMS.items()}
+    return json.dumps(entries).replace("<", "\\u003c")
+
+
 def page_style() -> None:
     st.html(PAGE_CSS)
+    run_script("lmviz-theme", THEME_BACKGROUND)
+    run_script("lmviz-glossary", f"window.lmvizGlossary = {glossary_entries()};\n"
+               f"const ID = {json.dumps(DEFINITION)};\n{GLOSSARY_POPOVER}")
 
 
 def presentation_switch() -> bool:
@@ -308,7 +403,7 @@ def glossary_query() -> str:
 
 
 def term(word: str, name: str) -> str:
-    """``word`` linked to the glossary entry ``name``."""
+    """``word`` linked to the glossary entry ``name``; a click shows the definition over the page (GLOSSARY_POPOVER)."""
     return link(word, name, glossary_query())
 
 

@@ -7,7 +7,7 @@ import json
 
 import streamlit as st
 
-from lmviz.app.chrome import present_params, run_script, terms_linked
+from lmviz.app.chrome import NEXT_LESSON, present_params, run_script, terms_linked
 from lmviz.core.text import escape_markdown
 from lmviz.course import quiz, registry
 
@@ -25,7 +25,10 @@ def answered() -> set[str]:
 
 
 def lesson_header(lesson: registry.Lesson) -> None:
-    """The top of a lesson's page: where it is on the path and what it teaches, then its title."""
+    """The top of a lesson's page: the next lesson's link for the keyboard, where it is on the path and what it
+    teaches, then its title."""
+    with st.container(key=NEXT_LESSON):  # named apart from the footer's, for a screen reader's list of links
+        next_link(lesson, carried_params(answered()), "Next lesson", "Back to Home: the end of the path")
     number = registry.PATH.index(lesson) + 1
     st.caption(terms_linked(f"Lesson {number} of {len(registry.PATH)}. You will learn {lesson.learn}."))
     st.title(lesson.heading)
@@ -65,19 +68,25 @@ def lesson_footer(lesson: registry.Lesson) -> None:
     """At the end of the page: previous / next, carrying the learner's progress in the link."""
     done = answered()
     carried = carried_params(done)
-    earlier, later = registry.neighbours(lesson)
+    earlier = registry.neighbours(lesson)[0]
     st.divider()
     left, right = st.columns(2)
     if earlier:
         left.page_link(earlier.page, label=f"Previous: {earlier.title}", icon=":material/arrow_back:",
                        query_params=carried)
+    next_link(lesson, carried, "Next", "The end of the path: back to Home", right)
+    st.caption(progress_sentence(done) + " The links above keep your place: bookmark one to come back to it.")
+
+
+def next_link(lesson: registry.Lesson, carried: dict[str, str] | None, next_words: str, end_words: str,
+              where=st) -> None:
+    """The link to the lesson after ``lesson`` ("``next_words``: its title"), or at the end of the path to Home."""
+    later = registry.neighbours(lesson)[1]
     if later:
-        right.page_link(later.page, label=f"Next: {later.title}", icon=":material/arrow_forward:",
+        where.page_link(later.page, label=f"{next_words}: {later.title}", icon=":material/arrow_forward:",
                         query_params=carried)
     else:
-        right.page_link("app_pages/home.py", label="The end of the path: back to Home", icon=":material/home:",
-                        query_params=carried)
-    st.caption(progress_sentence(done) + " The links above keep your place: bookmark one to come back to it.")
+        where.page_link("app_pages/home.py", label=end_words, icon=":material/home:", query_params=carried)
 
 
 def progress_sentence(done: set[str]) -> str:

@@ -42,10 +42,14 @@ CHAT_ROLE_COLOURS = {"system": REDDISH_PURPLE, "user": BLUE, "assistant": BLUISH
 # Toy example: the true label's cell and the greedy pick's text (the page also marks each with a symbol: ✓ and ★).
 TOY_TRUE_LABEL_BACKGROUND = "#C7E9C0"
 TOY_GREEDY_TEXT = "#08519C"
-# The other cells, which keep Streamlit's light-theme look: not applied by the page, named so that the contrast
-# tests (tests/figures/test_palettes.py) measure the two colours above against what they stand out from.
+# What the two colours above stand out from, Streamlit's light-theme cell: the page sets it with them (the true label's
+# text, the greedy pick's cell), so that a dark theme's light text never lands on a light cell; the contrast tests
+# (tests/figures/test_palettes.py) measure each pair.
 TOY_CELL_BACKGROUND = WHITE
 TOY_CELL_TEXT = "#31333F"  # Streamlit's light theme text colour
+# A chart's label on a box of its own (nll_curve's): dark text on a nearly white box in either theme, legible where
+# it crosses a line.
+LABEL_BOX, LABEL_TEXT = "rgba(255, 255, 255, 0.85)", TOY_CELL_TEXT
 
 # Sequential: -log p of a token, (upper edge, colour), light = likely to dark = surprising.
 # Five stops of viridis (van der Walt & Smith, 2015; matplotlib's default), reversed:

@@ -189,7 +189,8 @@ def test_a_page_stopped_by_bad_input_still_ends_its_first_drawing_and_shows_the_
     for run in range(2):
         assert not at.exception, at.exception
         assert len(at.warning) == 1 and "nothing to score" in at.warning[0].value, run
-        assert [link.proto.label for link in at.get("page_link")] == ["Previous: Toy example", "Next: Next token"]
+        assert [link.proto.label for link in at.get("page_link")] == [
+            "Next lesson: Next token", "Previous: Toy example", "Next: Next token"]  # the top's, then the footer's
         assert elements_named(at.main, "Status") == [], run
         at.run()
 
