@@ -12,6 +12,7 @@ import streamlit as st
 from lmviz.app.chrome import RESULT_PANEL, chart_font_px, hide_numbers_button
 from lmviz.core.labels import Branch
 from lmviz.core.text import escape_markdown
+from lmviz.figures import plots
 from lmviz.figures.chips import BRANCH_MEANINGS, branch_chip, chip_row
 
 
@@ -45,12 +46,8 @@ def show_masked_tokens(rows, mask_token: str) -> None:
 
 def show_chart(figure, key: str) -> None:
     """A Plotly figure with text readable from the back of the room: at least 14 px,
-    18 px in presentation mode (axis titles, ticks, labels and annotations alike)."""
-    size = chart_font_px()
-    figure.update_layout(font={"size": size}, hoverlabel={"font_size": size}, legend_font_size=size)
-    figure.update_xaxes(title_font_size=size, tickfont_size=size)
-    figure.update_yaxes(title_font_size=size, tickfont_size=size)
-    figure.update_annotations(font_size=size)
+    18 px in presentation mode (axis titles, ticks, labels and annotations alike), and its title (plots.readable)."""
+    plots.readable(figure, chart_font_px())
     # the chart's own "Download plot as a PNG" (top right, on hover) names the file after the chart, at twice the
     # screen's resolution for a handout
     st.plotly_chart(figure, key=key, config={"toImageButtonOptions": {"filename": f"lmviz-{key}", "scale": 2}})

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lmviz.core.numbers import fmt, fmt_grad, fmt_prob
-from lmviz.figures.palettes import CURVE_COLOUR, GREY, LOSS_COLOUR, REFERENCE_LINE_COLOURS
+from lmviz.figures.palettes import CURVE_COLOUR, GREY, LABEL_BOX, LABEL_TEXT, LOSS_COLOUR, REFERENCE_LINE_COLOURS
 
 
 def plain(text: str) -> str:
@@ -19,6 +19,34 @@ def plain(text: str) -> str:
 
 
 CHART_FONT_PX = 14  # the smallest text on a chart: read from the back of a classroom
+# The charts' own font, one the system has: Plotly's "Download plot as a PNG" draws the chart in an image, where
+# Streamlit's web font (Source Sans) is not loaded. Text placed to fit in that font was drawn in a wider one and ran
+# past its room: the mean loss's label cut at the right edge, the legend's entries over one another.
+CHART_FONT_FAMILY = "Arial, 'Liberation Sans', Helvetica, sans-serif"
+TITLE_ROOM = 2.2  # the height a chart's title adds above the rest, in chart font sizes
+PLOTLY_MARGIN_T, PLOTLY_HEIGHT = 100, 450  # Plotly's own, where a figure sets none
+
+
+def readable(fig: go.Figure, font_px: int) -> go.Figure:
+    """``fig`` as a page shows it and its "Download plot as a PNG" saves it: all its text (axis titles, ticks, legend,
+    labels, hover) at least ``font_px``, in CHART_FONT_FAMILY, and its title, all that names the chart in a saved
+    image, at the top left in room added above what was there (the plot area keeps its height); a margin at the right,
+    where Streamlit's theme leaves none."""
+    if not fig.layout.title.text:
+        raise ValueError("A chart needs a title: in a saved image nothing else names it.")
+    font = {"size": font_px, "family": CHART_FONT_FAMILY}
+    room = round(TITLE_ROOM * font_px)
+    fig.update_layout(font=font, hoverlabel={"font": font}, legend={"font": font},
+                      title={"font": {**font, "size": round(1.15 * font_px)}, "x": 0, "xanchor": "left",
+                             "xref": "container", "y": 1, "yref": "container", "yanchor": "top",
+                             "pad": {"t": round(0.5 * font_px), "l": 6}},
+                      margin={"t": (fig.layout.margin.t or PLOTLY_MARGIN_T) + room,
+                              "r": max(fig.layout.margin.r or 0, font_px)},  # a label ending at the right edge fits
+                      height=(fig.layout.height or PLOTLY_HEIGHT) + room)
+    fig.update_xaxes(title_font=font, tickfont=font)
+    fig.update_yaxes(title_font=font, tickfont=font)
+    fig.update_annotations(font_size=font_px, font_family=CHART_FONT_FAMILY)
+    return fig
 NLL_LABEL_ROOM = (300, 300)  # px: the smallest plot area nll_curve places labels for; a larger one spreads them
 _NLL_X_MAX = 1.02
 
@@ -44,10 +72,11 @@ def nll_curve(p_label: list[float], names: list[str], mean_loss: float, uniform_
     points = on_chart + off_chart
     for (x, y, text), (dx, dy, side) in zip(points, _label_offsets(points, y_top, font_px)):
         fig.add_annotation(x=x, y=y, text=plain(text), showarrow=True, arrowhead=0, arrowcolor=GREY, standoff=7,
-                           ax=dx, ay=-dy, xanchor=side, yanchor="middle", font={"size": font_px},
-                           bgcolor="rgba(255, 255, 255, 0.85)")  # legible where it crosses a line
+                           ax=dx, ay=-dy, xanchor=side, yanchor="middle", font={"size": font_px, "color": LABEL_TEXT},
+                           bgcolor=LABEL_BOX)
     size = {"size": font_px}
-    fig.update_layout(font=size, hoverlabel={"font": size}, height=480, margin={"t": 80, "b": 60},
+    fig.update_layout(title_text="-log p against p: what each true label's probability costs", font=size,
+                      hoverlabel={"font": size}, height=480, margin={"t": 80, "b": 60},
                       legend={"font": size, "orientation": "h", "x": 0, "xanchor": "left", "y": 1.02,
                               "yanchor": "bottom"})
     fig.update_xaxes(title={"text": "p(true label)", "font": size}, tickfont=size, range=[0, _NLL_X_MAX])
@@ -140,7 +169,8 @@ def token_loss_bars(labels: list[str], nll: list[float], mean_loss: float,
                   annotation_position="top right")
     x_title = ("position (its target token above the bar)" if labelled
                else "position (hover over a bar for its token; the coloured sentence below shows them all)")
-    fig.update_layout(xaxis_title=x_title, yaxis_title="-log p(target)",
+    fig.update_layout(title_text="-log p of each target token, and their mean: the loss",
+                      xaxis_title=x_title, yaxis_title="-log p(target)",
                       xaxis={"tickmode": "array", "tickvals": positions} if labelled else {}, height=400,
                       margin={"t": 40, "b": 40}, showlegend=False)
     return fig
@@ -177,7 +207,8 @@ def training_curves(history, reference_lines: dict[str, dict[str, float]], units
                           row=1, col=col)
         fig.update_yaxes(title_text=f"loss ({units[part]})", rangemode="tozero", row=1, col=col)
         fig.update_xaxes(title_text="training step", row=1, col=col)
-    fig.update_layout(height=520, margin={"t": 40, "b": 40}, legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(title_text="The loss at each training step", height=520, margin={"t": 40, "b": 40},
+                      legend={"orientation": "h", "y": -0.25})
     return fig
 
 
@@ -205,7 +236,8 @@ def next_token_bars(tokens: list[str], probs: list[float], rest_prob: float, res
                      autorange="reversed", title_text="")
     # room right of the longest bar for its number (the axis may then run past 1)
     fig.update_xaxes(title_text="probability of being the next token", range=[0, max(values) * 1.3])
-    fig.update_layout(height=max(300, 26 * len(values) + 90), margin={"t": 10, "b": 50}, showlegend=False)
+    fig.update_layout(title_text="The probability of each token being the next", height=max(300, 26 * len(values) + 90),
+                      margin={"t": 10, "b": 50}, showlegend=False)
     return fig
 
 
@@ -225,7 +257,8 @@ def push_and_loss_bars(labels: list[str], pushes: list[float], nll: list[float])
     ticks = {"tickmode": "array", "tickvals": positions, "ticktext": labels} if len(labels) <= MAX_BAR_LABELS else {}
     fig.update_xaxes(**ticks)
     fig.update_xaxes(title_text="label (the token predicted)", row=2, col=1)
-    fig.update_layout(height=440, margin={"t": 40, "b": 40}, showlegend=False)
+    fig.update_layout(title_text="Label by label: -log p, and the gradient's row", height=440,
+                      margin={"t": 40, "b": 40}, showlegend=False)
     return fig
 
 
@@ -235,7 +268,8 @@ def loss_per_step(losses: list[float]) -> go.Figure:
     fig = go.Figure(go.Scatter(x=steps, y=losses, mode="lines+markers", line={"color": LOSS_COLOUR, "width": 2},
                                customdata=[fmt(v) for v in losses],
                                hovertemplate="after step %{x}: loss %{customdata}<extra></extra>"))
-    fig.update_layout(xaxis_title="steps taken", yaxis_title="loss of your text", height=320,
+    fig.update_layout(title_text="The loss of your text, step after step", xaxis_title="steps taken",
+                      yaxis_title="loss of your text", height=320,
                       xaxis={"tickmode": "array", "tickvals": steps}, yaxis={"rangemode": "tozero"},
                       margin={"t": 20, "b": 40}, showlegend=False)
     return fig
