@@ -23,6 +23,16 @@ def test_the_pages_tables_fit_and_its_numbers_are_the_librarys(projector, server
     assert_no_error(projector)
 
 
+@pytest.mark.parametrize("present", ["", "&present=1"])
+def test_adamws_band_and_weight_tables_fit(projector, server, present):
+    """Section 6's two tables (issue 39 added the bands of |g| and each weight's |g| / eps) within 1280×720."""
+    projector.goto(f"{server}/step?step_adamw=1{present}")
+    settle(projector, timeout=300_000)
+    expect(projector.get_by_text("mean |Δw| / lr").first).to_be_attached()
+    assert overflowing_tables(projector) == []
+    assert_no_error(projector)
+
+
 def test_a_rate_too_large_raises_the_loss_and_the_panel_says_so_with_the_slider_in_view(projector, server, bundled):
     projector.goto(f"{server}/step")
     settle(projector)
