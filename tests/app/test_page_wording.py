@@ -9,16 +9,21 @@ import re
 import pytest
 
 from lmviz.core.text import end_token_id
+from lmviz.course.registry import PATH
 from tests.helpers import open_page, unescaped
 
 COLOUR_WORDS = re.compile(r"\b(green|blue|red|grey|gray|orange|yellow|purple|pink|vermilion|violet)\b", re.IGNORECASE)
-# the pages whose prose this change rewrote; Chat, Your sentence and Train are checked where they are rewritten
-PAGES = ["app_pages/toy_example.py", "app_pages/next_token.py", "app_pages/batches.py", "app_pages/masked_lm.py",
-         "app_pages/next_sentence.py", "app_pages/bert_loss.py"]
+PAGES = [lesson.page for lesson in PATH]  # a rule for every lesson: the registry's, so that a new one is checked too
+
+
+# Streamlit's colour markup, :gray-background[token], which the reader sees as the token on a shade, not the word
+DIRECTIVE = re.compile(r":[a-z]+(?:-background)?\[")
 
 
 def prose(at) -> list[str]:
-    return [unescaped(e.value) for e in [*at.markdown, *at.caption, *at.info]]
+    """The page's words as the reader sees them: unescaped, without Streamlit's colour markup."""
+    return [DIRECTIVE.sub("[", unescaped(e.value)) for e in [*at.markdown, *at.caption, *at.info, *at.warning,
+                                                          *at.success, *at.error]]
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -7,6 +7,7 @@ from urllib.parse import quote
 from playwright.sync_api import expect
 
 from lmviz.core.numbers import fmt
+from lmviz.course.registry import PATH
 from lmviz.lessons.causal_lm import analyse_clm
 from scripts.live_server import environment_set, running_server, type_into_editor
 from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, settle
@@ -178,12 +179,13 @@ def test_presentation_mode_folds_the_sidebar_with_a_way_back(projector, server):
 
 
 def test_presentation_mode_headline_numbers_are_larger_and_whole(projector, server):
-    """The pinned panel's numbers at least as large as in default mode and larger than the body text; no label
-    or value cut at 1280 px (in default mode, with the sidebar open, "Uniform guess: ln V" was "Uniform gue…")."""
+    """On every lesson, the pinned panel's numbers at least as large as in default mode and larger than the body
+    text; no label or value cut at 1280 px (in default mode, with the sidebar open, "Uniform guess: ln V" was
+    "Uniform gue…")."""
     projector.goto(f"{server}/sentence")
     settle(projector)
     default_px = panel_metrics(projector)[0]["value_px"]
-    for path in ("sentence", "chat-loss", "batches", "nsp"):
+    for path in [lesson.url_path for lesson in PATH]:  # a rule for every lesson: the registry's
         projector.goto(f"{server}/{path}?present=1")
         settle(projector)
         expect(projector.locator(".st-key-result-panel [data-testid='stMetric']").first).to_be_visible()

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from lmviz.core.corpus import generate_corpus
 from lmviz.core.numbers import fmt
 from lmviz.core.text import escape_markdown
+from lmviz.course.registry import PATH
 from lmviz.lessons.bert import SPELLED_PIECES, english_bert_advice, panel_note, unknown_words, word_pieces
 from lmviz.models.loading import load_bert
 from tests.helpers import open_page
@@ -118,6 +119,11 @@ def fill_bert(at):
 PAGES = {"app_pages/masked_lm.py": (fill_mlm, [ENGLISH]),  # the page, how to fill it, and the texts it then scores
          "app_pages/next_sentence.py": (fill_nsp, [ENGLISH, ENGLISH_B]),
          "app_pages/bert_loss.py": (fill_bert, [ENGLISH, ENGLISH_B])}
+
+
+def test_every_bert_lesson_is_checked_on_english():
+    """PAGES is kept by hand (how each page is filled): the registry says which lessons score with a BERT."""
+    assert set(PAGES) == {lesson.page for lesson in PATH if lesson.model == "bert"}
 
 
 @pytest.mark.parametrize("page", list(PAGES))
