@@ -16,8 +16,9 @@ from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code
-from lmviz.core.numbers import fmt, fmt_gap, fmt_prob, fmt_signed
+from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import escape_markdown
+from lmviz.core.trl import TRL
 from lmviz.course.questions.grpo import build_questions
 from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures.chips import chip_row, stacked_chip
@@ -28,12 +29,17 @@ from lmviz.lessons.grpo import (
     DAPO,
     DEFAULT_BETA,
     DEFAULT_EPSILON,
+    DEFAULT_UPDATES,
     DR_GRPO,
     GRPO,
+    GSPO_EPSILON_HIGH,
+    GSPO_EPSILON_LOW,
     LOSS_TYPE_SOURCES,
     LOSS_TYPES,
+    LUSPO,
     MAX_GROUP,
     MAX_NEW_TOKENS,
+    MAX_UPDATES,
     MEAN,
     MIN_GROUP,
     POPULATION_STD,
@@ -41,6 +47,7 @@ from lmviz.lessons.grpo import (
     SCALINGS,
     SEQUENCE,
     TOKEN,
+    TRL_OTHER_LOSS_TYPES,
     TRL_STD_EPS,
     advantages,
     aggregate,
@@ -66,12 +73,13 @@ RULES = {
     "contains the word": ("The word", "twelve", contains_word),
     "is at most N tokens long": ("N, the most tokens", "6", at_most_tokens),
 }
-SCALING_WORDS = {MEAN: "R − mean (Dr. GRPO)", POPULATION_STD: "÷ population std",
-                 SAMPLE_STD: "÷ sample std (GRPO as published, TRL)"}
+SCALING_WORDS = {MEAN: "R − mean (Dr. GRPO; TRL's scale_rewards=\"none\")", POPULATION_STD: "÷ population std",
+                 SAMPLE_STD: f"÷ sample std (TRL's default, scale_rewards=\"{TRL.scale_rewards}\")"}
 # A log scale. On the default group (seed 0, 8 answers, 12 tokens) 3e-4 moves the two rewarded answers' log π up by
 # 0.43 and 0.18 and clips no token; 1e-3 clips 4 of its 95 tokens
 RATES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 DEFAULT_RATE = 1e-3
+MIN_EPSILON = 1e-4  # low enough for GSPO's 3e-4
 RIGHT, WRONG = "✓", "✗"
 
 
@@ -83,10 +91,11 @@ def get_group(_scorer: CausalScorer, model_key: tuple, prompt: str, size: int, s
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def get_step(_scorer: CausalScorer, model_key: tuple, _group, group_key: tuple, advantages: tuple, lr: float,
-             loss_type: str, level: str, epsilon: float, beta: float):
+             loss_type: str, level: str, epsilon: float, beta: float, updates: int, kl_bias_correction: bool):
     with one_step_at_a_time():
         return _scorer.run(lambda loaded: grpo_step(loaded, _group, list(advantages), lr, loss_type, level, epsilon,
-                                                    beta=beta))
+                                                    beta=beta, updates=updates,
+                                                    kl_bias_correction=kl_bias_correction))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -118,20 +127,27 @@ def answer_chips(group, scores: list[float]) -> str:
     return "".join(lines)
 
 
-def token_table(loss, group, i: int, after: bool) -> pd.DataFrame:
-    """One answer's terms (lmviz.lessons.grpo.TokenTerms), token by token."""
+def token_table(loss, group, i: int) -> pd.DataFrame:
+    """One answer's terms (lmviz.lessons.grpo.TokenTerms), token by token, with each token's gradient."""
     rows = loss.tokens[i]
     return pd.DataFrame({
         "token": group.answers[i].tokens,
         "log π_old": [fmt(t.logp_old) for t in rows],
-        "log π_θ" + (" after" if after else ""): [fmt(t.logp_new) for t in rows],
+        "log π_θ": [fmt(t.logp_new) for t in rows],
         "ratio r": [fmt(t.ratio) for t in rows],
         "r·A": [fmt(t.unclipped) for t in rows],
         "clip(r)·A": [fmt(t.clipped) for t in rows],
-        "the min takes": ["clip(r)·A: gradient 0" if t.takes_clipped else "r·A" for t in rows],
+        "the min takes": ["clip(r)·A" if t.takes_clipped else "r·A" for t in rows],
         "β·KL": [fmt(t.weighted_kl) for t in rows],
         "loss": [fmt(t.loss) for t in rows],
+        "gradient, clip term": [fmt_grad(t.surrogate_gradient) for t in rows],
+        "gradient, KL term": [fmt_grad(t.kl_gradient) for t in rows],
     })
+
+
+def clip_count(loss) -> str:
+    """'3 of 95 tokens' or, at sequence level, where TRL counts each answer's one ratio once, '1 of 8 answers'."""
+    return f"{loss.clipped_count} of {loss.clip_total} {loss.clip_unit}s"
 
 
 intro(
@@ -143,9 +159,9 @@ intro(
     f"probability under the policy that {term('sampled', 'sampling')} it, π_old, {term('clipped', 'clip')}; plus a "
     f"penalty, {term('β', 'β (beta)')} times the {term('KL', 'KL divergence')}, for moving away from a "
     f"{term('reference model', 'reference model')}. Here is all of it on a group the model on "
-    "this page samples: the advantages three ways, the loss token by token and averaged four ways, one step of "
-    f"training, and last the {term('reward model', 'reward model')}'s loss, which {term('DPO', 'DPO')} turns out "
-    "to be.")
+    "this page samples: the advantages three ways, the loss token by token and averaged the ways TRL offers, a few "
+    "updates of training on the same group, where the clip and the KL start to act, and last the "
+    f"{term('reward model', 'reward model')}'s loss, which {term('DPO', 'DPO')} turns out to be.")
 
 scorer = choose_causal_lm()
 stop_without_chat_template(scorer, "it cannot be asked a question as a chat model is")
@@ -200,8 +216,9 @@ st.caption(
     f"s. Under each token: log π_old, the {term('log-probability', 'log-probability')} it was drawn with.")
 st.html(answer_chips(group, scores))
 explain_byte_pieces(token for answer in group.answers for token in answer.tokens)
-st.markdown(escape_markdown(f"The rule, {rule.name}: {rule.description}. As the function it is:"))
-st.code(rule.source, language="python")
+st.markdown(escape_markdown(f"The rule, {rule.name}: {rule.description}."))
+with st.expander("The rule as the Python function it is"):  # folded: a class reads the rule's sentence
+    st.code(rule.source, language="python")
 
 st.subheader("2. Advantages: each answer against its group")
 adv = scaled[SAMPLE_STD]
@@ -210,8 +227,8 @@ squares = math.fsum(adv.squares)
 st.markdown(escape_markdown(
     f"mean = ({total}) / {adv.count} = {fmt(adv.mean)}. Each advantage starts from R − mean; Σ (R − mean)² = "
     f"{fmt(squares)}, so the population standard deviation is √({fmt(squares)} / {adv.count}) = "
-    f"{fmt(scaled[POPULATION_STD].std)} and the sample one (÷ G − 1, as torch.std) √({fmt(squares)} / "
-    f"{adv.count - 1}) = {fmt(adv.std)}."))
+    f"{fmt(scaled[POPULATION_STD].std)} and the sample one (÷ G − 1, as torch.std and TRL) √({fmt(squares)} / "
+    f"{adv.count - 1}) = {fmt(adv.std)}. DeepSeekMath's paper divides by \"std\" without saying which."))
 key_table(pd.DataFrame({
     "answer": [answer_label(i, r) for i, r in enumerate(scores)],
     SCALING_WORDS[MEAN]: [fmt_signed(a) for a in scaled[MEAN].advantages],
@@ -233,32 +250,46 @@ how = url_state.linked(url_state.choice("grpo_scale", SAMPLE_STD, SCALINGS), st.
                        "The advantages the step uses", SCALINGS, format_func=SCALING_WORDS.get, horizontal=True)
 chosen_advantages = tuple(scaled[how].advantages)
 
-st.subheader("3. The loss, token by token, before any update")
-rate_box, type_box, epsilon_box, beta_box = st.columns(4)
+st.subheader("3. The loss, token by token, at the first update")
+rate_box, type_box, updates_box = st.columns([2, 2, 1])
 lr = url_state.linked(url_state.choice("grpo_lr", DEFAULT_RATE, RATES), rate_box.select_slider, "Learning rate", RATES,
-                      format_func=lambda r: f"{r:g}", help="The step of section 5: w ← w − lr · g on every weight.")
-loss_type = url_state.linked(url_state.choice("grpo_loss_type", LOSS_TYPES[0], LOSS_TYPES), type_box.selectbox,
+                      format_func=lambda r: f"{r:g}", help="Each update of section 5: w ← w − lr · g on every weight.")
+loss_type = url_state.linked(url_state.choice("grpo_loss_type", TRL.loss_type, LOSS_TYPES), type_box.selectbox,
                              "Loss type (TRL's loss_type)", LOSS_TYPES,
+                             format_func=lambda kind: f"{kind} (TRL's default)" if kind == TRL.loss_type else kind,
                              help="How the per-token terms are averaged: section 4.")
-epsilon = url_state.linked(url_state.number("grpo_epsilon", DEFAULT_EPSILON, 0.01, 0.9), epsilon_box.number_input,
-                           "Clip ε", 0.01, 0.9, step=0.05, help="The ratio is clipped to [1 − ε, 1 + ε].")
+updates = url_state.linked(url_state.number("grpo_updates", DEFAULT_UPDATES, 1, MAX_UPDATES), updates_box.number_input,
+                           "Updates μ", 1, MAX_UPDATES,
+                           help=f"Updates on the same group (TRL's num_iterations, {TRL.num_iterations} by default): "
+                                "the clip and the KL act from the second on. Section 5.")
+epsilon_box, beta_box, level_box, kl_box = st.columns(4)
+epsilon = url_state.linked(url_state.number("grpo_epsilon", DEFAULT_EPSILON, MIN_EPSILON, 0.9),
+                           epsilon_box.number_input, "Clip ε", MIN_EPSILON, 0.9, step=0.05, format="%g",
+                           help="The ratio is clipped to [1 − ε, 1 + ε].")
 beta = url_state.linked(url_state.number("grpo_beta", DEFAULT_BETA, 0.0, 1.0), beta_box.number_input, "KL weight β",
-                        0.0, 1.0, step=0.01, format="%.3f")
-sequence_level = url_state.linked(url_state.flag("grpo_sequence"), st.toggle,
-                                  "One ratio per answer (sequence level, GSPO) instead of one per token")
+                        0.0, 1.0, step=0.01, format="%.3f",
+                        help=f"DeepSeekMath's is {DEFAULT_BETA:g}; TRL's default is {TRL.beta:g}, no KL term at all.")
+sequence_level = url_state.linked(url_state.flag("grpo_sequence"), level_box.toggle,
+                                  "One ratio per answer (GSPO)",
+                                  help="TRL's importance_sampling_level=\"sequence\"; off: \"token\", its default.")
+kl_bias_correction = url_state.linked(url_state.flag("grpo_kl_ratio", TRL.use_bias_correction_kl), kl_box.toggle,
+                                      "KL × ratio (TRL's default)",
+                                      help="TRL's use_bias_correction_kl: k3 times the ratio π_θ / π_old. Off: "
+                                           "DeepSeekMath's plain k3.")
 level = SEQUENCE if sequence_level else TOKEN
 try:
-    with panel, st.spinner("One step of training on a copy of the weights…", show_time=True):
+    with panel, st.spinner(f"{updates} update{'s' if updates > 1 else ''} on a copy of the weights…", show_time=True):
         scorer, step = scored_with_cpu_fallback(scorer, lambda s: get_step(
             s, s.cache_key, group, group_key, chosen_advantages, float(lr), loss_type, level, float(epsilon),
-            float(beta)))
+            float(beta), int(updates), bool(kl_bias_correction)))
 except BadInput as problem:
     show_problem(problem, panel)
     stop_page()
 except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try a smaller group or fewer tokens.", panel)
+    show_problem(f"{problem} Try a smaller group, fewer tokens or fewer updates.", panel)
     stop_page()
 before, after = step.before, step.after
+second = step.updates[1].start if len(step.updates) > 1 else None
 rewarded = [i for i, r in enumerate(scores) if r > 0]
 others = [i for i, r in enumerate(scores) if r <= 0]
 
@@ -267,32 +298,51 @@ def mean_change(indices: list[int]) -> float:
     return math.fsum(step.answer_logps_after[i] - step.answer_logps_before[i] for i in indices) / len(indices)
 
 
-clipped.metric("Clipped after the step", f"{after.clipped_count} of {after.token_count}",
-               help="The answer tokens where the min takes clip(r)·A, whose gradient is 0, of all the group's "
-                    "answer tokens. Before the step: none.")
+if second is not None:
+    clipped.metric("Clipped at update 2", clip_count(second),
+                   help="Where the min takes clip(r)·A at the second update on the group, whose clipped term then "
+                        "has no gradient. At the first: none.")
+else:
+    clipped.metric("Clipped after the update", clip_count(after),
+                   help="Where the min would take clip(r)·A if the group were used once more.")
 if rewarded:
     up.metric("log π change, rewarded", fmt_signed(mean_change(rewarded)),
-              help="Σ log π over the answer's tokens, after the step minus before, averaged over the rewarded "
-                   "answers.")
+              help="Σ log π over the answer's tokens, after the last update minus before, averaged over the "
+                   "rewarded answers.")
 if others:
     down.metric("log π change, others", fmt_signed(mean_change(others)),
                 help="The same over the answers without a reward.")
 
+st.markdown(escape_markdown(
+    "Which control changes which update: the first update on a group starts from π_θ = π_old = π_ref, so every "
+    "ratio is exactly 1 and the KL is 0 with a gradient of 0. Only the learning rate, the loss type and the "
+    "advantages shape it; ε, β, one ratio per answer and the KL's weighting change nothing there "
+    f"(‖g‖ = {fmt_norm(step.updates[0].grad_norm)} whatever they are). From the second update on (μ ≥ 2) every "
+    "control acts: section 5."))
 shown = st.selectbox("Answer shown token by token (here and in section 5)", range(group.size),
                      format_func=lambda i: answer_label(i, scores[i]), key="grpo_answer")
 st.markdown(escape_markdown(
     f"Each token's term is −min(r·A, clip(r, 1 − ε, 1 + ε)·A) + β·KL, with r = π_θ / π_old = e^(log π_θ − log π_old), "
-    f"A its answer's advantage ({fmt_signed(chosen_advantages[shown])} for this answer) and ε = {fmt(epsilon, 2)}. "
+    f"A its answer's advantage ({fmt_signed(chosen_advantages[shown])} for this answer) and ε = {fmt(epsilon, 4)}. "
     "π_old is the policy that sampled the group; π_θ the one being trained; the reference π_ref the model before "
-    f"training, here the shared {loaded.name}."))
-key_table(token_table(before, group, shown, after=False), "grpo-tokens-before.csv", hide_index=True)
+    f"training, here the shared {loaded.name}. The last two columns are the {loss_type} loss's gradient with "
+    "respect to the token's log π_θ, from the clipped term and from the KL term: a negative one raises the token."))
+key_table(token_table(before, group, shown), "grpo-tokens-update-1.csv", hide_index=True)
 st.markdown(escape_markdown(
-    f"Before any update π_θ is π_old: the same weights, so every log π_θ − log π_old is 0 and every ratio is exactly "
-    f"1. Then r·A = clip(r)·A = A, nothing is clipped ({before.clipped_count} of {before.token_count} tokens), and "
-    "the KL to the reference, the same weights again, is 0. A clip fraction logged at the first step of a group is "
-    "always 0: the clip can only act after the policy has moved."))
+    "At the first update π_θ is π_old: the same weights, so every log π_θ − log π_old is 0 and every ratio is exactly "
+    f"1. Then r·A = clip(r)·A = A, nothing is clipped ({clip_count(before)}), and the KL to the reference, the same "
+    "weights again, is 0. With TRL's defaults (num_iterations = "
+    f"{TRL.num_iterations}, one optimizer step per generation) every update is the first on its samples, so the clip "
+    "fraction TRL logs is 0 at every step. The clip acts when samples are used again: num_iterations above 1 (μ "
+    "here), or one generation split over several optimizer steps (steps_per_generation above "
+    "gradient_accumulation_steps, as TRL's GSPO recipe does)."))
+if abs(before.losses[loss_type].loss) < 1e-9 and step.grad_norm > 0:
+    st.markdown(escape_markdown(
+        f"The {loss_type} loss is 0 here, yet its gradient is not (‖g‖ = {fmt_norm(step.grad_norm)}): at r = 1 the "
+        "loss is the weighted sum of −A, which the advantages cancel, but each token's slope −A·r·(its weight) does "
+        "not vanish (trl#3452: a logged GRPO loss of 0 does not mean nothing is learnt)."))
 
-st.subheader("4. One loss for the group: four ways to average the tokens")
+st.subheader("4. One loss for the group: the ways to average the tokens")
 weight = {kind: before.losses[kind].token_weights for kind in LOSS_TYPES}
 key_table(pd.DataFrame({
     "answer": [answer_label(i, r) for i, r in enumerate(scores)],
@@ -301,9 +351,22 @@ key_table(pd.DataFrame({
     "one token weighs, grpo": [fmt_prob(w) for w in weight[GRPO]],
     "bnpo, dapo": [fmt_prob(w) for w in weight[DAPO]],
     "dr_grpo": [fmt_prob(w) for w in weight[DR_GRPO]],
+    "luspo": [fmt_prob(w) for w in weight[LUSPO]],
 }), "grpo-token-weights.csv", hide_index=True)
-st.markdown("\n".join(f"- **{kind}**: {escape_markdown(LOSS_TYPE_SOURCES[kind])}. Before the step: "
-                      f"{fmt(before.losses[kind].loss)}." for kind in LOSS_TYPES))
+with st.expander("Where each loss type comes from, and the loss at the first update"):  # folded: detail
+    st.markdown("\n".join(f"- **{kind}**: {escape_markdown(LOSS_TYPE_SOURCES[kind])}. At the first update: "
+                          f"{fmt(before.losses[kind].loss)}." for kind in LOSS_TYPES))
+    st.caption(escape_markdown(
+        f"TRL {TRL.version} has {len(TRL.loss_types)} loss types; its default is {TRL.loss_type}. The three not "
+        "computed here change each token's term itself, not how the terms are averaged: "
+        + "; ".join(f"{kind}, {words}" for kind, words in TRL_OTHER_LOSS_TYPES.items()) + "."))
+    cut = sum(not answer.finished for answer in group.answers)
+    if cut:
+        st.caption(escape_markdown(
+            f"{cut} of the {group.size} answers were cut at the limit of {group.max_new_tokens} tokens. DAPO itself "
+            "also shapes the reward of such overlong answers and resamples groups whose rewards are all equal; TRL's "
+            f"mask_truncated_completions (default {TRL.mask_truncated_completions}) would leave cut answers out of "
+            "the loss. Here they count as any other."))
 lengths = before.lengths
 long_wrong = max(others, key=lambda i: lengths[i], default=None)
 short_right = min(rewarded, key=lambda i: lengths[i], default=None)
@@ -323,35 +386,75 @@ if lengths[longer] > lengths[shorter]:
         f"tokens weigh {fmt_prob(n_long * weight[DAPO][0])} in all, the shorter one's "
         f"{fmt_prob(n_short * weight[DAPO][0])}."))
 else:
-    st.caption("Every answer of this group has the same number of tokens, so every loss type weighs every token "
-               "alike: try another seed, a larger group or a higher token limit to see them differ.")
+    n = lengths[0]
+    st.caption(escape_markdown(
+        f"Every answer of this group has {n} tokens, so grpo, bnpo and dapo weigh every token alike, "
+        f"1 / (G · {n}) = {fmt_prob(weight[GRPO][0])}, and give the same loss; dr_grpo weighs each "
+        f"1 / (G · {before.max_completion_length}) = {fmt_prob(weight[DR_GRPO][0])}, {n} / "
+        f"{before.max_completion_length} of that, and luspo 1 / G = {fmt_prob(weight[LUSPO][0])}. Try another seed, "
+        "a larger group or a higher token limit to see the length bias."))
 
-st.subheader(f"5. One step at lr = {lr:g}, and the ratios again")
+st.subheader(f"5. {updates} update{'s' if updates > 1 else ''} on the same group at lr = {lr:g}")
 st.markdown(
-    f"One step of {term('SGD', 'SGD')} at the {term('learning rate', 'learning rate')} lr = {lr:g} on every weight "
-    f"({step.weights:,} of them), down the {term('gradient', 'gradient')} of the {loss_type} loss, on a copy of the "
-    f"weights: the shared model never changes. ‖g‖ = {fmt(step.grad_norm)}; {step.seconds:.1f} s. Then the same "
-    "answers are scored by the stepped copy; π_old and the reference stay the model that sampled them.")
-loss_before, loss_after = before.losses[loss_type].loss, after.losses[loss_type].loss
-st.markdown(escape_markdown(
-    f"Now the ratios have moved away from 1: {after.clipped_count} of {after.token_count} tokens are clipped (the "
-    f"clip fraction, {fmt(after.clip_fraction)}), the mean KL to the reference is {fmt(after.mean_kl)}, and the "
-    f"{loss_type} loss went {fmt(loss_before)} → {fmt(loss_after)}. "
-    + ("Each ratio is the answer's own, e to the mean of its tokens' log-ratios (sequence level)."
-       if level == SEQUENCE else "Each token has its own ratio (token level).")))
-key_table(token_table(after, group, shown, after=True), "grpo-tokens-after.csv", hide_index=True)
+    f"Each update is one step of {term('SGD', 'SGD')} at the {term('learning rate', 'learning rate')} lr = {lr:g} on "
+    f"every weight ({step.weights:,} of them), down the {term('gradient', 'gradient')} of the {loss_type} loss, on a "
+    "copy of the weights: the shared model never changes. Each starts from the weights the one before left and "
+    "scores the same answers again; π_old and the reference stay the model that sampled them. "
+    f"{step.seconds:.1f} s in all.")
+key_table(pd.DataFrame({
+    "update": [u.number for u in step.updates],
+    f"{loss_type} loss": [fmt(u.start.losses[loss_type].loss) for u in step.updates],
+    "‖g‖": [fmt_norm(u.grad_norm) for u in step.updates],
+    "clipped": [clip_count(u.start) for u in step.updates],
+    "below 1 − ε, A < 0": [u.start.clipped_low for u in step.updates],
+    "above 1 + ε, A > 0": [u.start.clipped_high for u in step.updates],
+    "clip fraction": [fmt(u.start.clip_fraction) for u in step.updates],
+    "mean KL": [fmt(u.start.mean_kl) for u in step.updates],
+}), "grpo-updates.csv", hide_index=True)
+if second is None:
+    st.info(escape_markdown(
+        "With one update the clip and the KL never act: raise Updates μ to 2 or more to see the ratios move, the "
+        f"clip hold tokens and the KL pull back. Were the group used once more, {clip_count(after)} would be "
+        f"clipped and the mean KL would be {fmt(after.mean_kl)}."), icon=":material/info:")
+else:
+    held = [t for t in second.tokens[shown] if t.takes_clipped]
+    pulled = max(range(len(second.tokens[shown])), key=lambda t: abs(second.tokens[shown][t].kl_gradient))
+    st.markdown(escape_markdown(
+        f"At update 2 the ratios have moved away from 1: {clip_count(second)} are clipped (the clip fraction, "
+        f"{fmt(second.clip_fraction)}), and for them the clipped term's gradient is exactly 0: the update stops "
+        "pushing what has already moved far enough. The mean KL to the reference is "
+        f"{fmt(second.mean_kl)} and its gradient pulls each token back towards π_ref"
+        + (f" (β = {fmt(beta, 3)}: with β = 0 it would not)." if beta > 0 else ": here β = 0, so it does not.")
+        + (" Each ratio is the answer's own, e to the mean of its tokens' log-ratios (sequence level): TRL counts "
+           "the clipped answers." if level == SEQUENCE else " Each token has its own ratio (token level).")))
+    st.markdown(escape_markdown(
+        f"The answer shown at update 2: {len(held)} of its {len(second.tokens[shown])} tokens clipped; its "
+        f"strongest KL pull is on token {pulled + 1}, “{group.answers[shown].tokens[pulled]}”, "
+        f"{fmt_grad(second.tokens[shown][pulled].kl_gradient)} against the clip term's "
+        f"{fmt_grad(second.tokens[shown][pulled].surrogate_gradient)}."))
+    key_table(token_table(second, group, shown), "grpo-tokens-update-2.csv", hide_index=True)
+    if level == SEQUENCE:
+        st.caption(escape_markdown(
+            f"GSPO's paper clips its sequence ratio far tighter, to [1 − {GSPO_EPSILON_LOW:g}, 1 + "
+            f"{GSPO_EPSILON_HIGH:g}], since a mean of log-ratios moves much less than one token's, and its loss is "
+            "loss type grpo at sequence level. Try ε = 0.0003."))
 key_table(pd.DataFrame({
     "answer": [answer_label(i, r) for i, r in enumerate(scores)],
     "A": [fmt_signed(a) for a in chosen_advantages],
     "Σ log π before": [fmt(v) for v in step.answer_logps_before],
-    "after": [fmt(v) for v in step.answer_logps_after],
+    f"after {updates}": [fmt(v) for v in step.answer_logps_after],
     "p(answer) before": [fmt_prob(math.exp(v)) for v in step.answer_logps_before],
-    "after ": [fmt_prob(math.exp(v)) for v in step.answer_logps_after],
+    "after": [fmt_prob(math.exp(v)) for v in step.answer_logps_after],
 }), "grpo-answers-after.csv", hide_index=True)
+rms = step.grad_norm / math.sqrt(step.weights)
 st.caption(escape_markdown(
     f"p(answer) = e^(Σ log π): the probability of drawing exactly that answer again at temperature "
     f"{group.temperature:g}. A positive advantage raises it, a negative one lowers it; an answer whose advantage is "
-    "0 moves only through the weights it shares with the others."))
+    "0 moves only through the weights it shares with the others. Real GRPO runs use AdamW at a rate near "
+    f"{TRL.learning_rate:g} (TRL's default), {lr / TRL.learning_rate:,.0f} times below this page's: AdamW moves "
+    "every weight whose gradient is well above its eps by about the rate itself, while an SGD step moves a weight "
+    f"by lr · |g|, and here the gradient's {step.weights:,} entries have a root mean square of ‖g‖ / √n = "
+    f"{fmt_gap(rms)}, so at lr = {lr:g} a typical weight moves by about {fmt_gap(lr * rms)}."))
 
 st.subheader("6. The reward model, and DPO as one")
 st.markdown(

@@ -8,8 +8,8 @@
     python -m lmviz step "TEXT" [--lr 1e-3] [--optimizer sgd|adamw] [--steps N] [--other "TEXT"] [--model ID] [--json]
     python -m lmviz grpo "PROMPT" [--group G] [--seed S] [--temperature T] [--max-new-tokens N]
         [--reward number:12|word:Paris|tokens:5] [--scale "sample std"|"population std"|mean] [--lr 1e-3]
-        [--loss-type grpo|bnpo|dr_grpo|dapo] [--level token|sequence] [--epsilon 0.2] [--epsilon-high E]
-        [--beta 0.04] [--model ID] [--json]
+        [--loss-type grpo|bnpo|dr_grpo|dapo|luspo] [--level token|sequence] [--epsilon 0.2] [--epsilon-high E]
+        [--beta 0.04] [--updates MU] [--kl-ratio|--no-kl-ratio] [--model ID] [--json]
     python -m lmviz prepare [MODEL ...] [--only] [--list]
 
 ``next``: the model's distribution for the token after PREFIX (top K, everything else, greedy;
@@ -20,8 +20,9 @@ loss with those labels, with TRL's completion-only labels and with every token c
 autograd; then N steps of SGD on every weight (TEXT's and --other's tokens before and after, the loss per
 step), or with --optimizer adamw AdamW's first step on the output matrix. The shared weights are not changed.
 ``grpo``: G answers to PROMPT sampled with the chat template, each scored by the reward rule; the advantages
-three ways; the GRPO loss before a step under each loss type; one SGD step on a copy of the weights, and
-after it the clip fraction, the mean KL and each answer's Σ log π before and after.
+three ways; the GRPO loss at the first update under each loss type; MU SGD updates on the same group on a copy of
+the weights (each one's loss, ‖g‖, clipped count and mean KL), and after the last the clip fraction, the mean KL
+and each answer's Σ log π before and after.
 ``prepare``: before class, while online, download the models the pages offer (and MODEL ...), check
 that each loads offline, and print where each is and its size; ``--list`` prints what loads offline now.
 Bad input prints one sentence on stderr and exits with code 2.
@@ -37,6 +38,7 @@ from dataclasses import asdict
 
 from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import readable_token
+from lmviz.core.trl import TRL
 from lmviz.errors import ModelLoadError, NotEnoughMemory, NothingToScore
 from lmviz.lessons.bert import analyse_mlm, analyse_nsp
 from lmviz.lessons.chat_loss import ChatTemplateError, analyse_sft
@@ -54,10 +56,10 @@ from lmviz.lessons.gradient_step import (
 from lmviz.lessons.grpo import (
     DEFAULT_BETA,
     DEFAULT_EPSILON,
-    GRPO,
     LOSS_TYPES,
     MAX_GROUP,
     MAX_NEW_TOKENS,
+    MAX_UPDATES,
     MEAN,
     MIN_GROUP,
     POPULATION_STD,
@@ -69,6 +71,7 @@ from lmviz.lessons.grpo import (
     at_most_tokens,
     check_clip,
     check_sampling,
+    check_updates,
     contains_number,
     contains_word,
     grpo_step,
@@ -387,6 +390,7 @@ def _check_grpo(args):
     check_sampling(args.group, args.seed, args.temperature, args.max_new_tokens)
     check_learning_rate(args.lr)
     check_clip(args.epsilon, _epsilon_high(args), args.level, args.beta)
+    check_updates(args.updates)
     return _reward_rule(args.reward)
 
 
@@ -397,7 +401,7 @@ def _grpo_results(loaded, args, rule) -> tuple:
         scores = rewards(group, rule)
         scaled = {how: advantages(scores, how) for how in SCALINGS}
         step = grpo_step(loaded, group, scaled[args.scale].advantages, args.lr, args.loss_type, args.level,
-                         args.epsilon, _epsilon_high(args), args.beta)
+                         args.epsilon, _epsilon_high(args), args.beta, args.updates, args.kl_ratio)
         return group, scores, scaled, step
     return explaining_out_of_memory(loaded, compute, lambda: f"The {loaded.device} ran out of memory for this group.")
 
@@ -437,18 +441,22 @@ def _grpo_table(rule, group, scores, scaled, step, scale: str) -> list[str]:
                      "and so is the gradient of the clipped terms. This group teaches nothing; try another seed, a "
                      "larger group, a higher temperature or another rule.")
     before, after = step.before, step.after
-    lines += ["", "the loss before the step (π_θ = π_old = π_ref: every ratio 1, nothing clipped, KL 0), by loss type:"]
+    lines += ["", "the loss at the first update (π_θ = π_old = π_ref: every ratio 1, nothing clipped, KL 0), by loss "
+                  "type:"]
     lines += [f"  {kind:<8} {fmt(before.losses[kind].loss):>9}" + ("   (the step's)" if kind == step.loss_type else "")
               for kind in LOSS_TYPES]
     epsilons = (f"ε = {step.epsilon_low:g}" if step.epsilon_low == step.epsilon_high
                 else f"ε_low = {step.epsilon_low:g}, ε_high = {step.epsilon_high:g}")
     lines += ["",
-              f"one step of SGD at lr = {step.lr:g} on every weight ({step.weights:,} weights) down the "
-              f"{step.loss_type} loss, ratios per {step.level}, {epsilons}, β = {step.beta:g}: "
-              f"‖g‖ = {fmt(step.grad_norm)}, {step.seconds:.1f} s",
-              f"after the step: {after.clipped_count} of {after.token_count} tokens clipped (clip fraction "
-              f"{fmt(after.clip_fraction)}), mean KL to the reference {fmt(after.mean_kl)}, {step.loss_type} loss "
-              f"{fmt(before.losses[step.loss_type].loss)} → {fmt(after.losses[step.loss_type].loss)}",
+              f"{len(step.updates)} update(s) of SGD on the same group at lr = {step.lr:g} on every weight "
+              f"({step.weights:,} weights) down the {step.loss_type} loss, ratios per {step.level}, {epsilons}, "
+              f"β = {step.beta:g}, KL {'× ratio' if step.kl_bias_correction else 'plain k3'}, {step.seconds:.1f} s:"]
+    lines += [f"  update {u.number}: loss {fmt(u.loss)}, ‖g‖ = {fmt_norm(u.grad_norm)}, {u.start.clipped_count} of "
+              f"{u.start.clip_total} {u.start.clip_unit}s clipped, mean KL {fmt(u.start.mean_kl)}"
+              for u in step.updates]
+    lines += [f"after the last update: {after.clipped_count} of {after.clip_total} {after.clip_unit}s clipped (clip "
+              f"fraction {fmt(after.clip_fraction)}), mean KL to the reference {fmt(after.mean_kl)}, {step.loss_type} "
+              f"loss {fmt(before.losses[step.loss_type].loss)} → {fmt(after.losses[step.loss_type].loss)}",
               f"each answer's Σ log π over its tokens (log p of drawing it again at temperature "
               f"{group.temperature:g}), before and after the step:",
               f"{'answer':>6}  {'A':>9}  {'Σ log π before':>14}  {'after':>10}  {'change':>9}"]
@@ -535,7 +543,15 @@ def _parser() -> argparse.ArgumentParser:
                            f"(default: {SAMPLE_STD})")
     grpo.add_argument("--lr", type=float, default=1e-3,
                       help=f"the learning rate, above 0 and at most {MAX_LEARNING_RATE:g} (default: 0.001)")
-    grpo.add_argument("--loss-type", default=GRPO, choices=LOSS_TYPES, help=f"TRL's loss_type (default: {GRPO})")
+    grpo.add_argument("--loss-type", default=TRL.loss_type, choices=LOSS_TYPES,
+                      help=f"TRL's loss_type (default: {TRL.loss_type}, TRL's)")
+    grpo.add_argument("--updates", type=int, default=TRL.num_iterations, metavar="MU",
+                      help=f"updates on the same group, TRL's num_iterations; the clip and the KL act from the "
+                           f"second on (default: {TRL.num_iterations}, TRL's; at most {MAX_UPDATES})")
+    grpo.add_argument("--kl-ratio", action=argparse.BooleanOptionalAction, default=TRL.use_bias_correction_kl,
+                      help="multiply the KL estimate k3 by the ratio, TRL's use_bias_correction_kl (default: "
+                           f"{'on' if TRL.use_bias_correction_kl else 'off'}, TRL's; --no-kl-ratio: DeepSeekMath's "
+                           "plain k3)")
     grpo.add_argument("--level", default=TOKEN, choices=(TOKEN, SEQUENCE),
                       help=f"one ratio per token, or one per answer (GSPO) (default: {TOKEN})")
     grpo.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,

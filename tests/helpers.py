@@ -27,7 +27,9 @@ PAGES = [step.page for step in PATH] + re.findall(r'st\.Page\("(app_pages/[^"]+\
 
 def open_page(page: str) -> AppTest:
     """One page of the app, headless (Streamlit's AppTest), opened as a visitor does: home first."""
-    at = AppTest.from_file(APP, default_timeout=60)
+    # 120 s: RL fine-tuning's first visit samples a group and takes three updates on it, tens of seconds on two
+    # cores that other tests share
+    at = AppTest.from_file(APP, default_timeout=120)
     at.run()
     return at.switch_page(page).run()
 
@@ -91,7 +93,7 @@ class Clock:
 
 # Texts whose tokens hold byte pieces (lmviz.app.byte_pieces), for the lessons whose pages can show them: lesson
 # url_path -> (the widget's kind, its key, the text). With the bundled model: an emoji and Chinese cut into bytes; the
-# Korean its top 10 next tokens begin with; an emoji in one of the 8 answers of GRPO's default seed.
+# Korean that some of its most likely next tokens begin; an emoji in one of GRPO's 8 answers at its default seed.
 BYTE_PIECE_TEXTS = {
     "sentence": ("text_area", "text", "I love 🍕 and 我们."),
     "next-token": ("text_area", "next_text", "Japanese: 日本語. Chinese: 中文. Korean:"),

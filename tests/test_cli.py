@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from lmviz.__main__ import main
-from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_prob, fmt_signed
+from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import readable_token
+from lmviz.core.trl import TRL
 from lmviz.lessons.causal_lm import analyse_clm
 from lmviz.lessons.chat_loss import NoChatTemplate, analyse_sft
 from lmviz.lessons.gradient_step import (
@@ -364,8 +365,8 @@ ARITHMETIC = "What is 7 + 5? Reply with just the number."
 # 3 answers of 4 tokens: on the bundled model, seed 0, the first of them ('The most simple answer') says "answer"
 SMALL = ["--group", "3", "--max-new-tokens", "4", "--reward", "word:answer"]
 # every option away from its default, so that each is seen to reach the library
-OPTIONS = {"--scale": "population std", "--lr": "0.002", "--loss-type": "dapo", "--level": "sequence",
-           "--epsilon": "0.1", "--epsilon-high": "0.28", "--beta": "0.1"}
+OPTIONS = {"--scale": "population std", "--lr": "0.002", "--loss-type": "luspo", "--level": "sequence",
+           "--epsilon": "0.1", "--epsilon-high": "0.28", "--beta": "0.1", "--updates": "2"}
 
 
 @pytest.fixture(scope="module")
@@ -384,9 +385,10 @@ def grpo_out(capsys, *args) -> str:
 
 def test_grpo_json_equals_the_library_with_every_option_set(bundled, small_group, capsys):
     group, scores, scaled = small_group
-    data = json.loads(grpo_out(capsys, *SMALL, "--json", *(word for pair in OPTIONS.items() for word in pair)))
-    step = grpo_step(bundled, group, scaled[POPULATION_STD].advantages, lr=0.002, loss_type="dapo", level="sequence",
-                     epsilon_low=0.1, epsilon_high=0.28, beta=0.1)
+    data = json.loads(grpo_out(capsys, *SMALL, "--json", *(word for pair in OPTIONS.items() for word in pair),
+                               "--no-kl-ratio"))
+    step = grpo_step(bundled, group, scaled[POPULATION_STD].advantages, lr=0.002, loss_type="luspo", level="sequence",
+                     epsilon_low=0.1, epsilon_high=0.28, beta=0.1, updates=2, kl_bias_correction=False)
     assert set(data) == {"group", "reward_rule", "rewards", "advantages", "scale", "step"}
     assert {k: v for k, v in data["group"].items() if k not in TIMINGS} == as_printed(group)
     assert data["reward_rule"] == {"name": "contains_word('answer')",
@@ -395,8 +397,9 @@ def test_grpo_json_equals_the_library_with_every_option_set(bundled, small_group
     assert data["advantages"] == {how: as_printed(a) for how, a in scaled.items()}
     assert {k: v for k, v in data["step"].items() if k not in TIMINGS} == as_printed(step)
     assert (data["step"]["lr"], data["step"]["loss_type"], data["step"]["level"], data["step"]["epsilon_low"],
-            data["step"]["epsilon_high"], data["step"]["beta"]) == (0.002, "dapo", "sequence", 0.1, 0.28, 0.1)
-    # π_old scored afresh is what the answers were drawn with
+            data["step"]["epsilon_high"], data["step"]["beta"]) == (0.002, "luspo", "sequence", 0.1, 0.28, 0.1)
+    assert len(data["step"]["updates"]) == 2 and data["step"]["kl_bias_correction"] is False
+    # π_old, the first update's own log π, is what the answers were drawn with
     for logps, answer in zip(data["step"]["answer_logps_before"], data["group"]["answers"]):
         assert logps == pytest.approx(math.fsum(answer["logp_old"]), abs=1e-3)
 
@@ -404,7 +407,8 @@ def test_grpo_json_equals_the_library_with_every_option_set(bundled, small_group
 def test_grpo_table_shows_the_group_the_advantages_and_the_step(bundled, small_group, capsys):
     group, scores, scaled = small_group
     out = grpo_out(capsys, *SMALL)
-    step = grpo_step(bundled, group, scaled[SAMPLE_STD].advantages)  # the defaults: sample std, grpo, 0.001, ...
+    # the defaults: sample std, TRL's loss type and KL weighting and its one update, 0.001, ...
+    step = grpo_step(bundled, group, scaled[SAMPLE_STD].advantages, kl_bias_correction=TRL.use_bias_correction_kl)
     lines = out.splitlines()
     fields = [line.split() for line in lines]
     assert lines[0].startswith(f"model: SmolLM2-135M-Instruct   device: cpu   prompt: {ARITHMETIC!r} "
@@ -426,15 +430,16 @@ def test_grpo_table_shows_the_group_the_advantages_and_the_step(bundled, small_g
         assert want in fields, i
     assert "the step uses the advantages scaled by: sample std" in lines and "teaches nothing" not in out
     for kind in LOSS_TYPES:  # the loss before the step, each way
-        assert [kind, fmt(step.before.losses[kind].loss)] + (["(the", "step's)"] if kind == "grpo" else []) in fields
-    after = step.after
-    assert (f"after the step: {after.clipped_count} of {after.token_count} tokens clipped (clip fraction "
-            f"{fmt(after.clip_fraction)}), mean KL to the reference {fmt(after.mean_kl)}, grpo loss "
-            f"{fmt(step.before.losses['grpo'].loss)} → {fmt(after.losses['grpo'].loss)}") in lines
+        assert [kind, fmt(step.before.losses[kind].loss)] + (["(the", "step's)"] if kind == TRL.loss_type else []) \
+            in fields
+    after, kind = step.after, TRL.loss_type
+    assert (f"after the last update: {after.clipped_count} of {after.clip_total} tokens clipped (clip fraction "
+            f"{fmt(after.clip_fraction)}), mean KL to the reference {fmt(after.mean_kl)}, {kind} loss "
+            f"{fmt(step.before.losses[kind].loss)} → {fmt(after.losses[kind].loss)}") in lines
     assert after.clipped_count > 0 and after.mean_kl > 0  # the step moved the ratios
     for i, (a, old, new) in enumerate(zip(step.advantages, step.answer_logps_before, step.answer_logps_after)):
         assert [str(i + 1), fmt_signed(a), fmt(old), fmt(new), fmt_signed(new - old)] in fields, i
-    assert any(f"‖g‖ = {fmt(step.grad_norm)}, " in line for line in lines)
+    assert any(f"‖g‖ = {fmt_norm(step.grad_norm)}, " in line for line in lines)
     # docs/reference/cli.md shows this command's group and advantages: those lines, as it prints them
     docs = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "cli.md").read_text()
     section = docs[docs.index("## grpo:"):docs.index("## prepare:")]

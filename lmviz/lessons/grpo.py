@@ -648,6 +648,7 @@ def token_logprobs(model, prompt: list[int], answer: list[int], temperature: flo
 # --- one step -----------------------------------------------------------------------------------------------
 
 MAX_UPDATES = 4  # μ: a fourth update already takes as long as sampling the default group on a CPU
+DEFAULT_UPDATES = 3  # the page's: the first update, where the clip and the KL cannot act, and two where they do
 
 
 @dataclass

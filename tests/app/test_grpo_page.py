@@ -8,6 +8,8 @@ import re
 import pytest
 import torch
 
+from lmviz.core.numbers import fmt_norm
+from lmviz.core.trl import TRL
 from lmviz.lessons.chat_loss import DEFAULT_BETA as DPO_BETA
 from lmviz.lessons.chat_loss import DEFAULT_CHOSEN, DEFAULT_QUESTION, DEFAULT_REJECTED, compare_answers
 from lmviz.lessons.grpo import SAMPLE_STD, advantages, contains_number, grpo_step, rewards, sample_group
@@ -48,32 +50,65 @@ def test_the_default_group_is_the_librarys_with_2_of_8_rewarded(default_page, bu
 def test_the_advantages_are_r_minus_the_mean_over_torchs_std(default_page, bundled):
     group = sample_group(bundled, DEFAULT_PROMPT, 8, 0, 1.0, 12)
     r = torch.tensor(rewards(group, contains_number(12)), dtype=torch.float64)
-    shown = table(default_page, "÷ sample std (GRPO as published, TRL)")
-    for column, reference in (("R − mean (Dr. GRPO)", r - r.mean()),
+    sample = f"÷ sample std (TRL's default, scale_rewards=\"{TRL.scale_rewards}\")"
+    shown = table(default_page, sample)
+    for column, reference in (("R − mean (Dr. GRPO; TRL's scale_rewards=\"none\")", r - r.mean()),
                               ("÷ population std", (r - r.mean()) / r.std(correction=0)),
-                              ("÷ sample std (GRPO as published, TRL)", (r - r.mean()) / r.std())):
+                              (sample, (r - r.mean()) / r.std())):
         assert [float(v) for v in shown[column]] == pytest.approx(reference.tolist(), abs=5e-6)
     # the arithmetic written out: mean 2/8, Σ (R − mean)² = 1.5, √(1.5 / 8) and √(1.5 / 7)
     said = next(t for t in texts(default_page) if t.startswith("mean = "))
     assert "= 0.25000" in said and "√(1.50000 / 8) = 0.43301" in said and "√(1.50000 / 7) = 0.46291" in said
 
 
-def test_the_step_is_the_librarys_and_clips_nothing_before_it(default_page, bundled):
+@pytest.fixture(scope="module")
+def default_step(bundled):
+    """The page's defaults: TRL's loss type and KL weighting, 3 updates at lr 1e-3, DeepSeekMath's β."""
     group = sample_group(bundled, DEFAULT_PROMPT, 8, 0, 1.0, 12)
     adv = advantages(rewards(group, contains_number(12)), SAMPLE_STD).advantages
-    step = grpo_step(bundled, group, adv, 1e-3)
+    return grpo_step(bundled, group, adv, 1e-3, TRL.loss_type, updates=3,
+                     kl_bias_correction=TRL.use_bias_correction_kl)
+
+
+def test_the_updates_are_the_librarys_and_the_clip_acts_from_the_second(default_page, default_step):
+    step = default_step
+    second = step.updates[1].start
     shown = metrics(default_page)
-    assert shown["Clipped after the step"] == f"{step.after.clipped_count} of {step.after.token_count}"
-    rewarded = [i for i, a in enumerate(adv) if a > 0]
+    # the issue's measure of done: on the default group at the default rate, the clip holds tokens at update 2
+    assert second.clipped_count > 0 and second.clip_fraction > 0
+    assert shown["Clipped at update 2"] == f"{second.clipped_count} of {second.clip_total} tokens"
+    rewarded = [i for i, a in enumerate(step.advantages) if a > 0]
     change = sum(step.answer_logps_after[i] - step.answer_logps_before[i] for i in rewarded) / len(rewarded)
     assert float(shown["log π change, rewarded"]) == pytest.approx(change, abs=2e-5)
     assert change > 0 > float(shown["log π change, others"])
-    before = table(default_page, "log π_θ")  # answer 1, before any update: every ratio 1, nothing clipped
-    assert set(before["ratio r"]) == {"1.00000"} and set(before["the min takes"]) == {"r·A"}
-    assert set(before["β·KL"]) == {"0.00000"}
-    answers = next(d.value for d in default_page.dataframe if "p(answer) before" in d.value.columns)
-    assert [float(v) for v in answers["after"]] == pytest.approx(step.answer_logps_after, abs=5e-6)
-    assert float(answers["after "][0]) == pytest.approx(math.exp(step.answer_logps_after[0]), rel=1e-3)
+    first = table(default_page, "gradient, clip term")  # answer 1 at the first update: ratios 1, nothing clipped
+    assert set(first["ratio r"]) == {"1.00000"} and set(first["the min takes"]) == {"r·A"}
+    assert set(first["β·KL"]) == {"0.00000"} and set(first["gradient, KL term"]) == {"0.000000"}
+    updates = table(default_page, "clip fraction")
+    assert list(updates["update"]) == [1, 2, 3]
+    assert list(updates["clipped"]) == [f"{u.start.clipped_count} of {u.start.clip_total} tokens" for u in step.updates]
+    assert [float(v) for v in updates["‖g‖"]] == pytest.approx([u.grad_norm for u in step.updates], rel=1e-4)
+    assert [float(v) for v in updates["mean KL"]] == pytest.approx([u.start.mean_kl for u in step.updates], abs=5e-6)
+    later = [d.value for d in default_page.dataframe if "gradient, KL term" in d.value.columns][1]  # update 2
+    assert list(later["the min takes"]) == ["clip(r)·A" if t.takes_clipped else "r·A" for t in second.tokens[0]]
+    answers = table(default_page, "p(answer) before")
+    assert [float(v) for v in answers["after 3"]] == pytest.approx(step.answer_logps_after, abs=5e-6)
+    assert float(answers["after"][0]) == pytest.approx(math.exp(step.answer_logps_after[0]), rel=1e-3)
+
+
+def test_the_page_says_which_controls_change_the_first_update(default_page, default_step):
+    said = next(t for t in texts(default_page) if t.startswith("Which control changes which update"))
+    assert f"‖g‖ = {fmt_norm(default_step.updates[0].grad_norm)} whatever they are" in said
+    plain = next(t for t in texts(default_page) if t.startswith("At the first update π_θ is π_old"))
+    assert "always 0" not in plain and f"num_iterations = {TRL.num_iterations}" in plain
+
+
+def test_one_update_says_the_clip_never_acts():
+    at = open_page(PAGE)
+    at.number_input(key="grpo_updates").set_value(1).run(timeout=180)
+    assert not at.exception
+    assert any("With one update the clip and the KL never act" in info.value for info in at.info)
+    assert "Clipped after the update" in metrics(at)
 
 
 def test_a_group_whose_rewards_are_all_equal_teaches_nothing_and_the_step_moves_nothing():
