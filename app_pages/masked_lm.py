@@ -2,8 +2,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app import url_state
-from lmviz.app.caches import english_bert_offered
-from lmviz.app.choosers import choose_bert
+from lmviz.app.choosers import choose_bert, english_bert_offered
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem

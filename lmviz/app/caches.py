@@ -8,7 +8,6 @@ import streamlit as st
 
 from lmviz.app.problems import show_problem
 from lmviz.models.loading import (
-    BERT_HUB_ID,
     bert_candidates,
     load_bert,
     load_causal_lm,
@@ -22,11 +21,6 @@ from lmviz.serving.remote import RemoteBatcher
 @st.cache_data(ttl=600, show_spinner=False)
 def usual_berts() -> list[str]:
     return bert_candidates()  # may wait for a check that the hub answers: kept for ten minutes
-
-
-def english_bert_offered() -> bool:
-    """Whether the BERT pages' Model list offers bert-base-uncased here now (cached here, or the hub answers)."""
-    return BERT_HUB_ID in usual_berts()
 
 
 @st.cache_resource(show_spinner=False, max_entries=3)

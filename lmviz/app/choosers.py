@@ -16,6 +16,7 @@ from lmviz.core.text import escape_markdown
 from lmviz.errors import NotEnoughMemory
 from lmviz.models.bundled import prepare_bundled
 from lmviz.models.loading import (
+    BERT_HUB_ID,
     DEFAULT_MODEL,
     DTYPES,
     TINY_BERT,
@@ -37,6 +38,11 @@ def _bert_choices() -> list[str]:
     (read from the cache folder at every run: cheap, and never out of date)."""
     usual = usual_berts()
     return usual + [name for name in _cached_here("bert") if name not in usual]
+
+
+def english_bert_offered() -> bool:
+    """Whether the BERT pages' Model list offers bert-base-uncased here now (cached here, or the hub answers)."""
+    return BERT_HUB_ID in usual_berts()
 
 
 def _cached_here(kind: str) -> list[str]:

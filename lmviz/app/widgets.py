@@ -44,13 +44,14 @@ def show_masked_tokens(rows, mask_token: str) -> None:
                       for branch, meaning in BRANCH_MEANINGS.items()], "lmviz-legend", gap="1rem"))
 
 
-def show_chart(figure, key: str) -> None:
+def show_chart(figure, key: str):
     """A Plotly figure with text readable from the back of the room: at least 14 px,
-    18 px in presentation mode (axis titles, ticks, labels and annotations alike), and its title (plots.readable)."""
+    18 px in presentation mode (axis titles, ticks, labels and annotations alike), and its title (plots.readable).
+    Returns the chart's element: a chart drawn later inside it (``with element:``) replaces it."""
     plots.readable(figure, chart_font_px())
     # the chart's own "Download plot as a PNG" (top right, on hover) names the file after the chart, at twice the
     # screen's resolution for a handout
-    st.plotly_chart(figure, key=key, config={"toImageButtonOptions": {"filename": f"lmviz-{key}", "scale": 2}})
+    return st.plotly_chart(figure, key=key, config={"toImageButtonOptions": {"filename": f"lmviz-{key}", "scale": 2}})
 
 
 def show_code(*functions, label: str = "Show the code") -> None:
@@ -68,7 +69,7 @@ def warn_unknown_words(loaded, check, use_known_text: Callable, key: str) -> Non
     spelled out one by one says little, and the page must not let it pass for a real one."""
     if not check.most:
         return
-    from lmviz.app.caches import english_bert_offered
+    from lmviz.app.choosers import english_bert_offered
     from lmviz.app.chrome import term  # (imported here, beside the one function of ui.py that needs them)
     from lmviz.lessons.bert import english_bert_advice
     from lmviz.models.loading import BERT_HUB_ID
