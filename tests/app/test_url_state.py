@@ -25,6 +25,7 @@ CHOSEN = "the tokens I choose (fill in the blank)"  # Masked LM's second way of 
 # The inputs a lesson page draws that its link does not keep, and why.
 NOT_KEPT = {
     "present": "presentation mode, kept as ?present= by lmviz.app.chrome",
+    "hide-switch": "the headline numbers hidden from the room, kept as ?hide=1 by lmviz.app.chrome while they are",
     "model_name": "the causal LM, kept as ?model= by lmviz.app.choosers",
     "next_true": "the true next token, kept as ?next= (its token id) by the Next token page itself",
     "grpo_answer": "which answer's tokens are shown: a view of the group, whose choices are the group's answers",
