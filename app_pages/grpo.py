@@ -134,14 +134,14 @@ def token_table(loss, group, i: int) -> pd.DataFrame:
         "token": group.answers[i].tokens,
         "log π_old": [fmt(t.logp_old) for t in rows],
         "log π_θ": [fmt(t.logp_new) for t in rows],
-        "ratio r": [fmt(t.ratio) for t in rows],
+        "r": [fmt(t.ratio) for t in rows],
         "r·A": [fmt(t.unclipped) for t in rows],
         "clip(r)·A": [fmt(t.clipped) for t in rows],
-        "the min takes": ["clip(r)·A" if t.takes_clipped else "r·A" for t in rows],
+        "min takes": ["clip(r)·A" if t.takes_clipped else "r·A" for t in rows],
         "β·KL": [fmt(t.weighted_kl) for t in rows],
-        "loss": [fmt(t.loss) for t in rows],
-        "gradient, clip term": [fmt_grad(t.surrogate_gradient) for t in rows],
-        "gradient, KL term": [fmt_grad(t.kl_gradient) for t in rows],
+        # the token's loss, −min(...) + β·KL, is left out: with the two gradients it would not fit 1280 px
+        "∂ clip": [fmt_grad(t.surrogate_gradient) for t in rows],
+        "∂ KL": [fmt_grad(t.kl_gradient) for t in rows],
     })
 
 
@@ -325,8 +325,9 @@ st.markdown(escape_markdown(
     f"Each token's term is −min(r·A, clip(r, 1 − ε, 1 + ε)·A) + β·KL, with r = π_θ / π_old = e^(log π_θ − log π_old), "
     f"A its answer's advantage ({fmt_signed(chosen_advantages[shown])} for this answer) and ε = {fmt(epsilon, 4)}. "
     "π_old is the policy that sampled the group; π_θ the one being trained; the reference π_ref the model before "
-    f"training, here the shared {loaded.name}. The last two columns are the {loss_type} loss's gradient with "
-    "respect to the token's log π_θ, from the clipped term and from the KL term: a negative one raises the token."))
+    f"training, here the shared {loaded.name}. The last two columns, ∂ clip and ∂ KL, are the {loss_type} loss's "
+    "gradient with respect to the token's log π_θ, from the clipped term and from the KL term: a negative one raises "
+    "the token."))
 key_table(token_table(before, group, shown), "grpo-tokens-update-1.csv", hide_index=True)
 st.markdown(escape_markdown(
     "At the first update π_θ is π_old: the same weights, so every log π_θ − log π_old is 0 and every ratio is exactly "
@@ -406,11 +407,14 @@ key_table(pd.DataFrame({
     f"{loss_type} loss": [fmt(u.start.losses[loss_type].loss) for u in step.updates],
     "‖g‖": [fmt_norm(u.grad_norm) for u in step.updates],
     "clipped": [clip_count(u.start) for u in step.updates],
-    "below 1 − ε, A < 0": [u.start.clipped_low for u in step.updates],
-    "above 1 + ε, A > 0": [u.start.clipped_high for u in step.updates],
+    "low": [u.start.clipped_low for u in step.updates],
+    "high": [u.start.clipped_high for u in step.updates],
     "clip fraction": [fmt(u.start.clip_fraction) for u in step.updates],
     "mean KL": [fmt(u.start.mean_kl) for u in step.updates],
 }), "grpo-updates.csv", hide_index=True)
+st.caption("Low: r below 1 − ε with A < 0; high: r above 1 + ε with A > 0 (TRL logs their shares as "
+           "clip_ratio/low_mean and clip_ratio/high_mean). Each update's numbers are taken at the weights it starts "
+           "from.")
 if second is None:
     st.info(escape_markdown(
         "With one update the clip and the KL never act: raise Updates μ to 2 or more to see the ratios move, the "

@@ -81,16 +81,18 @@ def test_the_updates_are_the_librarys_and_the_clip_acts_from_the_second(default_
     change = sum(step.answer_logps_after[i] - step.answer_logps_before[i] for i in rewarded) / len(rewarded)
     assert float(shown["log π change, rewarded"]) == pytest.approx(change, abs=2e-5)
     assert change > 0 > float(shown["log π change, others"])
-    first = table(default_page, "gradient, clip term")  # answer 1 at the first update: ratios 1, nothing clipped
-    assert set(first["ratio r"]) == {"1.00000"} and set(first["the min takes"]) == {"r·A"}
-    assert set(first["β·KL"]) == {"0.00000"} and set(first["gradient, KL term"]) == {"0.000000"}
+    first = table(default_page, "∂ clip")  # answer 1 at the first update: ratios 1, nothing clipped
+    assert set(first["r"]) == {"1.00000"} and set(first["min takes"]) == {"r·A"}
+    assert set(first["β·KL"]) == {"0.00000"} and set(first["∂ KL"]) == {"0.000000"}
     updates = table(default_page, "clip fraction")
     assert list(updates["update"]) == [1, 2, 3]
     assert list(updates["clipped"]) == [f"{u.start.clipped_count} of {u.start.clip_total} tokens" for u in step.updates]
     assert [float(v) for v in updates["‖g‖"]] == pytest.approx([u.grad_norm for u in step.updates], rel=1e-4)
     assert [float(v) for v in updates["mean KL"]] == pytest.approx([u.start.mean_kl for u in step.updates], abs=5e-6)
-    later = [d.value for d in default_page.dataframe if "gradient, KL term" in d.value.columns][1]  # update 2
-    assert list(later["the min takes"]) == ["clip(r)·A" if t.takes_clipped else "r·A" for t in second.tokens[0]]
+    later = [d.value for d in default_page.dataframe if "∂ KL" in d.value.columns][1]  # update 2
+    assert list(later["min takes"]) == ["clip(r)·A" if t.takes_clipped else "r·A" for t in second.tokens[0]]
+    assert list(updates["low"]) == [u.start.clipped_low for u in step.updates]
+    assert list(updates["high"]) == [u.start.clipped_high for u in step.updates]
     answers = table(default_page, "p(answer) before")
     assert [float(v) for v in answers["after 3"]] == pytest.approx(step.answer_logps_after, abs=5e-6)
     assert float(answers["after"][0]) == pytest.approx(math.exp(step.answer_logps_after[0]), rel=1e-3)
