@@ -345,11 +345,12 @@ if abs(before.losses[loss_type].loss) < 1e-9 and step.grad_norm > 0:
 
 st.subheader("4. One loss for the group: the ways to average the tokens")
 weight = {kind: before.losses[kind].token_weights for kind in LOSS_TYPES}
-key_table(pd.DataFrame({
+st.markdown("What one token of each answer weighs in the loss, under each loss type:")
+key_table(pd.DataFrame({  # short headers: with luspo's column the table must still fit 1280 px
     "answer": [answer_label(i, r) for i, r in enumerate(scores)],
     "tokens": before.lengths,
     "A": [fmt_signed(a) for a in chosen_advantages],
-    "one token weighs, grpo": [fmt_prob(w) for w in weight[GRPO]],
+    "grpo": [fmt_prob(w) for w in weight[GRPO]],
     "bnpo, dapo": [fmt_prob(w) for w in weight[DAPO]],
     "dr_grpo": [fmt_prob(w) for w in weight[DR_GRPO]],
     "luspo": [fmt_prob(w) for w in weight[LUSPO]],
