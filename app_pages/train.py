@@ -1,4 +1,6 @@
+import copy
 import math
+import time
 
 import streamlit as st
 
@@ -27,7 +29,18 @@ from lmviz.lessons.training import (
 )
 
 SOURCES = ["lmviz's generated stories", "paste text", "upload a .txt file"]
-REDRAW_EVERY = 5  # steps between chart updates: drawing costs more than a tiny model's step
+# Between two drawings of the curve in a run: the browser draws each from scratch, and a chart replaced before it
+# was drawn is never seen. The copy behind follows halfway (see draw).
+REDRAW_SECONDS = 1.0
+CURVE = "train-curve"  # the box where the curve's two copies lie one over the other (see draw)
+# The later copy on top, its paper opaque once drawn (see-through until then); the one behind never takes the pointer.
+# Streamlit hides a chart whenever it re-renders it until it has measured its width again, which is this box's: the
+# hidden frames left the curve off the screen even between two drawings, so the copies stay shown.
+CURVE_CSS = f"""<style>.st-key-{CURVE} {{ display: grid; grid-template-columns: 100%; }}
+.st-key-{CURVE} > * {{ grid-area: 1 / 1; }}
+.st-key-{CURVE} > :first-child {{ pointer-events: none; }}
+.st-key-{CURVE} .js-plotly-plot {{ visibility: visible !important; }}
+.st-key-{CURVE} .main-svg:first-of-type {{ background: var(--lmviz-background, Canvas) !important; }}</style>"""
 
 
 @st.cache_data(show_spinner=False, max_entries=1)
@@ -123,10 +136,34 @@ def show_progress(trainer: Trainer, target_step: int) -> None:
 
 
 def draw(trainer: Trainer) -> None:
+    """The numbers and the curve as they are now. A chart whose data changes is a new element to Streamlit, which
+    the browser draws from scratch, blank meanwhile: the curve left the screen at every update (in 3 of 8
+    screenshots of a run), and for good on a busy machine. So the curve is two copies, one over the other, redrawn
+    half a redraw apart (catch_up): the one being redrawn is see-through, and the other shows through it."""
     show_headline(trainer)
-    with chart.container():
-        show_chart(plots.training_curves(trainer.history, trainer.reference_lines, PART_UNITS),
-                   key=f"training_curves_{len(trainer.history)}")
+    figure = plots.training_curves(trainer.history, trainer.reference_lines, PART_UNITS)
+    key = f"training_curves_{len(trainer.history)}"
+    first = 1 if copies else 0  # the one behind is added first, in each run: the box keeps them in that order
+    pending[:] = [(1 - first, copy.deepcopy(figure), key)]  # a copy: drawing a figure sets its size and title
+    draw_copy(first, figure, key)
+    drawn_at[:] = [time.monotonic()]
+
+
+def draw_copy(which: int, figure, key: str) -> None:
+    """Copy 0 (behind) or 1 (on top) of the curve, replacing this run's drawing of it, or added to the box."""
+    key += "" if which else "_behind"
+    if which < len(copies):
+        with copies[which]:
+            show_chart(figure, key)
+    else:
+        with curve_box:
+            copies.append(show_chart(figure, key))
+
+
+def catch_up(now: bool = False) -> None:
+    """The copy the last drawing left out, once the other has had time to be drawn (or ``now``)."""
+    if pending and (now or time.monotonic() - drawn_at[0] >= REDRAW_SECONDS / 2):
+        draw_copy(*pending.pop())
 
 
 def show_guesses(trainer: Trainer) -> None:
@@ -175,7 +212,11 @@ with controls:
     steps = url_state.linked(url_state.number("train_steps", 300, 10, 5000), st.number_input, "Steps", min_value=10,
                              max_value=5000, step=50)
     user_text = read_user_text()
-chart = curve.empty()
+curve_box = curve.container(key=CURVE)
+st.html(CURVE_CSS)
+copies: list = []  # this run's drawings of the curve's two copies, behind then on top (see draw)
+pending: list = []  # the copy that the last drawing left for later: (which, figure, key)
+drawn_at: list = []  # when the last drawing was sent (time.monotonic())
 guesses = st.empty()
 
 settings = (objective, preset, user_text)
@@ -207,11 +248,14 @@ elif settings_changed:
     controls.caption("The settings changed: pressing Train starts a new model from scratch.")
 
 if trainer is not None and start:
+    draw(trainer)  # at once: the panel's numbers were emptied when this run began
     target = trainer.step + int(steps)
     for record in trainer.run(int(steps)):
         show_progress(trainer, target)  # a Streamlit call at every step: a click ends this run within one step
-        if record.step % REDRAW_EVERY == 0 or record.step == target:
+        if record.step == target or time.monotonic() - drawn_at[0] >= REDRAW_SECONDS:
             draw(trainer)
+        else:
+            catch_up()
         if record.predictions:
             show_guesses(trainer)
 
@@ -240,6 +284,7 @@ if trainer is not None:
             st.page_link("app_pages/masked_lm.py", label="Mask a sentence for the BERT you trained",
                          icon=":material/theater_comedy:")
 
+catch_up(now=not start)  # a run that trained has drawn both; in any other, the copy on top is the same chart
 show_code(Trainer.train_step, compute_loss, loss_parts, make_batch)
 try:
     questions = questions_now(trainer, objective, user_text)

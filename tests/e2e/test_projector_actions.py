@@ -2,12 +2,14 @@
 numbers that stay put once training stops, a true next word cleared with the text it was chosen for, and a key
 table readable at the back."""
 
+import io
 import math
 import re
 from urllib.parse import quote
 
 import pytest
 import torch
+from PIL import Image
 from playwright.sync_api import expect
 
 from lmviz.core.labels import IGNORE_INDEX
@@ -90,7 +92,50 @@ def test_train_draws_the_curve_beside_the_button(projector, server, mode):
     settle(projector)
     assert metric(projector, "Step").inner_text() == "20"
     scroll_under_panel(projector, button)
-    wholly_on_screen(projector, button, projector.locator("[data-testid='stMain'] .js-plotly-plot"))
+    wholly_on_screen(projector, button, projector.locator(CURVE).last)  # the copy on top
+    assert_no_error(projector)
+
+
+CURVE = "[data-testid='stMain'] .js-plotly-plot"  # the curve: the Train page's only chart (drawn in two copies)
+# Whether the curve is on screen, asked of the page at every frame it paints, between two Playwright calls: a chart
+# that has drawn its lines and is not hidden (Streamlit hides a new chart until it has measured it). A chart replaced
+# by an empty element, or mounted and not yet drawn, does not count.
+WATCH_THE_CURVE = """() => {
+  window.curveSamples = [];
+  window.curveWatching = true;
+  const shown = () => [...document.querySelectorAll("%s")].some(plot =>
+      plot.querySelector('.scatterlayer .trace path.js-line') && getComputedStyle(plot).visibility !== 'hidden');
+  const frame = () => { window.curveSamples.push(shown()); if (window.curveWatching) requestAnimationFrame(frame); };
+  requestAnimationFrame(frame);
+}""" % CURVE
+
+
+def inked(png: bytes) -> int:
+    """How many pixels of a screenshot are darker than the page's light background: axes, ticks, lines."""
+    return sum(value < 200 for value in Image.open(io.BytesIO(png)).convert("L").getdata())
+
+
+def test_the_curve_stays_on_screen_while_it_updates(projector, server):
+    """Issue 39: in 3 of 8 screenshots during a run the curve was blank: each update emptied the chart's
+    placeholder, then drew a new chart into it, which the browser draws from scratch, and the first drawing of a run
+    came only after 5 steps."""
+    projector.goto(f"{server}/train")
+    settle(projector)
+    projector.get_by_label("Steps").fill("200")
+    expect(projector.locator(CURVE).last).to_be_visible()  # step 0's, before Train
+    box = projector.locator(CURVE).last.bounding_box()  # the part on screen, beside the controls: what the room sees
+    on_screen = {"x": box["x"], "y": box["y"], "width": box["width"], "height": min(box["height"], 720 - box["y"])}
+    drawn = inked(projector.screenshot(clip=on_screen))
+    projector.evaluate(WATCH_THE_CURVE)
+    shots = []
+    projector.get_by_role("button", name="Train", exact=True).click()
+    while not projector.get_by_text("200 steps in").count():
+        shots.append(inked(projector.screenshot(clip=on_screen)))
+    samples = projector.evaluate("() => { window.curveWatching = false; return window.curveSamples; }")
+    assert len(samples) > 100 and len(shots) >= 8, (len(samples), len(shots))
+    assert all(samples), f"the curve was off the screen in {samples.count(False)} of {len(samples)} samples"
+    blank = [ink for ink in shots if ink < drawn / 2]
+    assert not blank, f"{len(blank)} of {len(shots)} screenshots show no curve (ink {blank}, step 0's {drawn})"
     assert_no_error(projector)
 
 
