@@ -9,6 +9,7 @@ from transformers.convert_slow_tokenizer import bytes_to_unicode
 from lmviz.course.glossary import LESSON_TERMS
 from lmviz.course.registry import PATH
 from lmviz.lessons.grpo import sample_group
+from lmviz.lessons.next_token import DEFAULT_TOP_K
 from tests.helpers import BYTE_PIECE_TEXTS, open_page, unescaped, with_byte_pieces
 
 SHOWING = [lesson for lesson in PATH if "byte piece" in LESSON_TERMS[lesson.url_path]]
@@ -77,7 +78,7 @@ def test_next_token_says_it_of_its_top_tokens(bundled):
     assert not at.exception
     ids = bundled.tokenizer(BYTE_PIECE_TEXTS["next-token"][2], add_special_tokens=False)["input_ids"]
     with torch.no_grad():
-        top = bundled.model(input_ids=torch.tensor([ids])).logits[0, -1].topk(10).indices.tolist()
+        top = bundled.model(input_ids=torch.tensor([ids])).logits[0, -1].topk(DEFAULT_TOP_K).indices.tolist()
     first = next(token_bytes(bundled.tokenizer, i) for i in top if is_piece(token_bytes(bundled.tokenizer, i)))
     assert said(at).startswith(f"“{hex_form(first)}” is a [byte piece](glossary#byte-piece)")
 
