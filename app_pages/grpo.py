@@ -332,11 +332,11 @@ key_table(token_table(before, group, shown), "grpo-tokens-update-1.csv", hide_in
 st.markdown(escape_markdown(
     "At the first update π_θ is π_old: the same weights, so every log π_θ − log π_old is 0 and every ratio is exactly "
     f"1. Then r·A = clip(r)·A = A, nothing is clipped ({clip_count(before)}), and the KL to the reference, the same "
-    "weights again, is 0. With TRL's defaults (num_iterations = "
-    f"{TRL.num_iterations}, one optimizer step per generation) every update is the first on its samples, so the clip "
-    "fraction TRL logs is 0 at every step. The clip acts when samples are used again: num_iterations above 1 (μ "
-    "here), or one generation split over several optimizer steps (steps_per_generation above "
-    "gradient_accumulation_steps, as TRL's GSPO recipe does)."))
+    f"weights again, is 0. With TRL's defaults (num_iterations = {TRL.num_iterations}, one ")
+    + term('optimizer step', 'optimizer step') + escape_markdown(
+    " per generation) every update is the first on its samples, so the clip fraction TRL logs is 0 at every step. "
+    "The clip acts when samples are used again: num_iterations above 1 (μ here), or one generation split over "
+    "several optimizer steps (steps_per_generation above gradient_accumulation_steps, as TRL's GSPO recipe does)."))
 if abs(before.losses[loss_type].loss) < 1e-9 and step.grad_norm > 0:
     st.markdown(escape_markdown(
         f"The {loss_type} loss is 0 here, yet its gradient is not (‖g‖ = {fmt_norm(step.grad_norm)}): at r = 1 the "
@@ -455,7 +455,8 @@ rms = step.grad_norm / math.sqrt(step.weights)
 st.caption(escape_markdown(
     f"p(answer) = e^(Σ log π): the probability of drawing exactly that answer again at temperature "
     f"{group.temperature:g}. A positive advantage raises it, a negative one lowers it; an answer whose advantage is "
-    "0 moves only through the weights it shares with the others. Real GRPO runs use AdamW at a rate near "
+    "0 moves only through the weights it shares with the others. Real GRPO runs use ") + term('AdamW', 'AdamW')
+    + escape_markdown(" at a rate near "
     f"{TRL.learning_rate:g} (TRL's default), {lr / TRL.learning_rate:,.0f} times below this page's: AdamW moves "
     "every weight whose gradient is well above its eps by about the rate itself, while an SGD step moves a weight "
     f"by lr · |g|, and here the gradient's {step.weights:,} entries have a root mean square of ‖g‖ / √n = "

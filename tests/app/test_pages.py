@@ -200,7 +200,7 @@ def test_train_page_trains_a_few_steps_and_the_model_is_usable_elsewhere():
     at = open_page("app_pages/train.py")
     assert not at.exception
     at.number_input(key="train_steps").set_value(10)
-    at.button[0].click().run(timeout=300)  # "Train"
+    next(b for b in at.button if b.label == "Train").click().run(timeout=300)  # "Train"
     assert not at.exception and not at.error
     trainer = at.session_state["trainer"]
     assert trainer.step == 10 and trainer.objective == "clm"
@@ -224,7 +224,7 @@ def test_train_page_draws_masked_lm_and_next_sentence_apart():
     at = open_page("app_pages/train.py")
     at.selectbox(key="train_objective").set_value("mlm+nsp").run()
     at.number_input(key="train_steps").set_value(10)
-    at.button[0].click().run(timeout=300)
+    next(b for b in at.button if b.label == "Train").click().run(timeout=300)
     assert not at.exception and not at.error
     last = at.session_state["trainer"].history[-1].validation
     summary = " ".join(m.value for m in at.markdown)
@@ -243,7 +243,7 @@ def test_train_page_refuses_too_little_pasted_text():
     at = open_page("app_pages/train.py")
     at.radio(key="train_source").set_value("paste text").run()
     at.text_area(key="train_text").input("One sentence. Two sentences.").run()
-    at.button[0].click().run()
+    next(b for b in at.button if b.label == "Train").click().run()
     assert not at.exception
     assert any("at least 40 sentences" in e.value for e in at.error)
 
@@ -409,7 +409,7 @@ def test_a_bert_trained_on_the_train_page_can_be_used_on_the_masked_lm_page():
     at = open_page("app_pages/train.py")
     at.selectbox(key="train_objective").set_value("mlm").run()
     at.number_input(key="train_steps").set_value(10)
-    at.button[0].click().run(timeout=300)
+    next(b for b in at.button if b.label == "Train").click().run(timeout=300)
     assert not at.exception and at.session_state["trainer"].objective == "mlm"
     at.switch_page("app_pages/masked_lm.py").run()
     at.selectbox(key="bert_choice").set_value("your BERT from the Train page").run()
@@ -527,6 +527,6 @@ def test_train_page_says_why_next_sentence_training_cannot_start_on_one_pasted_s
     at.radio(key="train_source").set_value("paste text").run()
     at.text_area(key="train_text").input(" ".join(f"Sentence number {i} is here." for i in range(45))).run()
     at.selectbox(key="train_objective").set_value("mlm+nsp").run()
-    at.button[0].click().run()
+    next(b for b in at.button if b.label == "Train").click().run()
     assert not at.exception
     assert any("no sentence from elsewhere" in e.value and "train the masked LM alone" in e.value for e in at.error)

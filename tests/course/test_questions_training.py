@@ -166,7 +166,7 @@ def test_train_page_checks_hints_and_reveals_before_and_after_training():
     assert any(m.startswith(f"The answer: {fmt(size, 4)}. Perplexity is e^loss") for m in verdicts(at)["revealed"])
 
     at.number_input(key="train_steps").set_value(10)
-    at.button[0].click().run(timeout=300)  # "Train"
+    next(b for b in at.button if b.label == "Train").click().run(timeout=300)  # "Train"
     shown = float({m.label: m.value for m in at.metric}["Validation loss: next token"])
     answer_question(at, "train/perplexity", fmt(math.exp(shown), 2))
     assert any(m.startswith(f"Right. Perplexity is e^loss: e^{fmt(shown)}") for m in verdicts(at)["right"])
@@ -207,7 +207,7 @@ def test_train_page_explains_every_line_of_its_legend_and_where_it_started(objec
     at = open_page("app_pages/train.py")
     at.selectbox(key="train_objective").set_value(objective).run()
     at.number_input(key="train_steps").set_value(10)
-    at.button[0].click().run(timeout=300)
+    next(b for b in at.button if b.label == "Train").click().run(timeout=300)
     assert not at.exception and not at.error
     trainer = at.session_state["trainer"]
     lines = legend_lines(at)
