@@ -154,7 +154,8 @@ def test_the_numbers_shown_after_stop_never_change(projector, server):
         """() => [...document.querySelectorAll("[data-testid='stMetric']")].some(m =>
              m.querySelector("[data-testid='stMetricLabel']")?.innerText.trim() === 'Step' &&
              +m.querySelector("[data-testid='stMetricValue']").innerText >= 25)""", timeout=180_000)
-    stop = projector.get_by_role("button", name="Stop", exact=True)
+    # in the page: while a run goes on, Streamlit's header has a Stop button of its own
+    stop = projector.locator("[data-testid='stMain']").get_by_role("button", name="Stop", exact=True)
     stop.click()
     projector.wait_for_selector("text=steps in", timeout=60_000)
     settle(projector)
