@@ -315,10 +315,11 @@ if others:
 
 st.markdown(escape_markdown(
     "Which control changes which update: the first update on a group starts from π_θ = π_old = π_ref, so every "
-    "ratio is exactly 1 and the KL is 0 with a gradient of 0. Only the learning rate, the loss type and the "
-    "advantages shape it; ε, β, one ratio per answer and the KL's weighting change nothing there "
-    f"(‖g‖ = {fmt_norm(step.updates[0].grad_norm)} whatever they are). From the second update on (μ ≥ 2) every "
-    "control acts: section 5."))
+    "ratio is exactly 1 and the KL is 0 with a ") + term("gradient", "gradient") + escape_markdown(" of 0. Only the ")
+    + term("learning rate", "learning rate") + escape_markdown(
+    ", the loss type and the advantages shape it; ε, β, one ratio per answer and the KL's weighting change nothing "
+    f"there (‖g‖ = {fmt_norm(step.updates[0].grad_norm)} whatever they are). From the second update on (μ ≥ 2) "
+    "every control acts: section 5."))
 shown = st.selectbox("Answer shown token by token (here and in section 5)", range(group.size),
                      format_func=lambda i: answer_label(i, scores[i]), key="grpo_answer")
 st.markdown(escape_markdown(
