@@ -132,7 +132,7 @@ def token_table(loss, group, i: int) -> pd.DataFrame:
     rows = loss.tokens[i]
     return pd.DataFrame({
         "token": group.answers[i].tokens,
-        "log π_old": [fmt(t.logp_old) for t in rows],
+        # log π_old is under each token in section 1; with it the table would not fit 1280 px
         "log π_θ": [fmt(t.logp_new) for t in rows],
         "r": [fmt(t.ratio) for t in rows],
         "r·A": [fmt(t.unclipped) for t in rows],

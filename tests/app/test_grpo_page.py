@@ -87,7 +87,8 @@ def test_the_updates_are_the_librarys_and_the_clip_acts_from_the_second(default_
     updates = table(default_page, "clip fraction")
     assert list(updates["update"]) == [1, 2, 3]
     assert list(updates["clipped"]) == [f"{u.start.clipped_count} of {u.start.clip_total} tokens" for u in step.updates]
-    assert [float(v) for v in updates["‖g‖"]] == pytest.approx([u.grad_norm for u in step.updates], rel=1e-4)
+    # ‖g‖ to 4 significant digits (fmt_norm), and a CPU's float32 backward pass varies in the fourth from run to run
+    assert [float(v) for v in updates["‖g‖"]] == pytest.approx([u.grad_norm for u in step.updates], rel=1e-3)
     assert [float(v) for v in updates["mean KL"]] == pytest.approx([u.start.mean_kl for u in step.updates], abs=5e-6)
     later = [d.value for d in default_page.dataframe if "∂ KL" in d.value.columns][1]  # update 2
     assert list(later["min takes"]) == ["clip(r)·A" if t.takes_clipped else "r·A" for t in second.tokens[0]]
