@@ -73,8 +73,8 @@ RULES = {
     "contains the word": ("The word", "twelve", contains_word),
     "is at most N tokens long": ("N, the most tokens", "6", at_most_tokens),
 }
-SCALING_WORDS = {MEAN: "R − mean (Dr. GRPO; TRL's scale_rewards=\"none\")", POPULATION_STD: "÷ population std",
-                 SAMPLE_STD: f"÷ sample std (TRL's default, scale_rewards=\"{TRL.scale_rewards}\")"}
+# short: the advantages table must fit 1280 px; section 2's sentence names TRL's scale_rewards for each
+SCALING_WORDS = {MEAN: "R − mean (Dr. GRPO)", POPULATION_STD: "÷ population std", SAMPLE_STD: "÷ sample std (TRL)"}
 # A log scale. On the default group (seed 0, 8 answers, 12 tokens) 3e-4 moves the two rewarded answers' log π up by
 # 0.43 and 0.18 and clips no token; 1e-3 clips 4 of its 95 tokens
 RATES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
@@ -228,7 +228,8 @@ st.markdown(escape_markdown(
     f"mean = ({total}) / {adv.count} = {fmt(adv.mean)}. Each advantage starts from R − mean; Σ (R − mean)² = "
     f"{fmt(squares)}, so the population standard deviation is √({fmt(squares)} / {adv.count}) = "
     f"{fmt(scaled[POPULATION_STD].std)} and the sample one (÷ G − 1, as torch.std and TRL) √({fmt(squares)} / "
-    f"{adv.count - 1}) = {fmt(adv.std)}. DeepSeekMath's paper divides by \"std\" without saying which."))
+    f"{adv.count - 1}) = {fmt(adv.std)}. DeepSeekMath's paper divides by \"std\" without saying which; TRL takes the "
+    f"sample one by default (scale_rewards=\"{TRL.scale_rewards}\"), and \"none\" is R − mean alone."))
 key_table(pd.DataFrame({
     "answer": [answer_label(i, r) for i, r in enumerate(scores)],
     SCALING_WORDS[MEAN]: [fmt_signed(a) for a in scaled[MEAN].advantages],
