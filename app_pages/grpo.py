@@ -15,7 +15,7 @@ from lmviz.app.choosers import (
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
-from lmviz.app.widgets import result_panel, show_code
+from lmviz.app.widgets import metric_row, result_panel, show_code
 from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import escape_markdown
 from lmviz.core.trl import TRL
@@ -201,8 +201,10 @@ except NotEnoughMemory as problem:
 group_key = (prompt, int(size), int(seed), float(temperature), int(limit))
 scores = rewards(group, rule)
 with panel:  # the group's count at once; the step's numbers beside it once the step is taken (seconds more)
-    right, clipped, up, down = st.columns(4)
-    right.metric("Rewarded answers", f"{sum(r > 0 for r in scores)} of {group.size}")
+    # metric_row, not st.columns(4): a quarter of the 818 px beside the open sidebar cut "4 of 95 tokens"
+    row = metric_row()
+    right, clipped, up, down = (row.empty() for _ in range(4))
+    right.metric("Rewarded answers", f"{sum(r > 0 for r in scores)} of {group.size}", width="content")
 scaled = {how: advantages(scores, how) for how in SCALINGS}
 loaded = scorer.loaded
 
@@ -302,17 +304,17 @@ def mean_change(indices: list[int]) -> float:
 if second is not None:
     clipped.metric("Clipped at update 2", clip_count(second),
                    help="Where the min takes clip(r)·A at the second update on the group, whose clipped term then "
-                        "has no gradient. At the first: none.")
+                        "has no gradient. At the first: none.", width="content")
 else:
     clipped.metric("Clipped after the update", clip_count(after),
-                   help="Where the min would take clip(r)·A if the group were used once more.")
+                   help="Where the min would take clip(r)·A if the group were used once more.", width="content")
 if rewarded:
     up.metric("log π change, rewarded", fmt_signed(mean_change(rewarded)),
               help="Σ log π over the answer's tokens, after the last update minus before, averaged over the "
-                   "rewarded answers.")
+                   "rewarded answers.", width="content")
 if others:
     down.metric("log π change, others", fmt_signed(mean_change(others)),
-                help="The same over the answers without a reward.")
+                help="The same over the answers without a reward.", width="content")
 
 st.markdown(escape_markdown(
     "Which control changes which update: the first update on a group starts from π_θ = π_old = π_ref, so every "

@@ -97,7 +97,8 @@ def masked_at_random():
                                  0.0, 1.0, step=0.01)
     seed = url_state.linked(url_state.number("mlm_seed", 0, 0, 10**9), middle.number_input, "Seed", min_value=0,
                             max_value=10**9)
-    right.button("Re-roll: a new mask", help="The next seed. The same seed always gives the same mask.",
+    right.button("Re-roll: a new mask", key="mlm_reroll",
+                 help="The next seed. The same seed always gives the same mask.",
                  on_click=lambda: st.session_state.update(mlm_seed=st.session_state["mlm_seed"] + 1))
     random_share, kept_share, cut = split_inputs()
     if cut:

@@ -58,13 +58,15 @@ def continued(tokenizer, logits, text: str, token_id: int) -> str:
     return text + after[len(before):] if after.startswith(before) else after
 
 
-def append(token_id: int, how: str) -> None:
+def append(token_id: int, how: str, chosen: str | None) -> None:
     """A button's callback: the chosen token joins the text box, and the page says what was appended. The true next
     token chosen for the text before is cleared, and the page says so: it was the one after that text, and kept, it
-    was scored after the longer text as if it came next there too ("␣Lyon" scored again after "…is Paris")."""
+    was scored after the longer text as if it came next there too ("␣Lyon" scored again after "…is Paris").
+    ``chosen`` is that token as shown, passed by the button: a callback runs before the script, so it cannot rely on
+    what this run's script has computed (the browser test found the sentence missing when it read the global)."""
     said = f"Appended {readable_token(tokenizer, token_id)} ({how})."
-    if true_next is not None:
-        said += (f" The true next token you chose for the text before, {true_next.token}, is cleared: choose one "
+    if chosen is not None:
+        said += (f" The true next token you chose for the text before, {chosen}, is cleared: choose one "
                  "for this text under 1.")
     st.session_state["next_text"] = continued(tokenizer, logits, text, token_id)
     st.session_state["next_true"] = None
@@ -237,12 +239,14 @@ greedy_col, seed_col, sample_col = st.columns([2, 1, 2])
 seed = url_state.linked(url_state.number("next_seed", 0, 0, 2**31 - 1), seed_col.number_input, "Seed",
                         min_value=0, max_value=2**31 - 1, step=1, label_visibility="collapsed",
                         help="The seed of the next draw (each draw adds 1).")
+chosen = true_next.token if true_next is not None else None
 greedy_col.button(f"Append the greedy token, {escape_markdown(shown.greedy.token)}", on_click=append,
-                  args=(shown.greedy.token_id, "greedy"))
+                  args=(shown.greedy.token_id, "greedy", chosen))
 sampled = sample_token(logits.logits, temperature, int(seed))
 sampled_p = softmax_with_temperature(logits.logits, temperature)[sampled].item()
 sample_col.button(f"Sample a token (seed {int(seed)})", on_click=append,
-                  args=(sampled, f"sampled with seed {int(seed)} at T = {temperature:g}, p = {fmt_prob(sampled_p)}"))
+                  args=(sampled, f"sampled with seed {int(seed)} at T = {temperature:g}, p = {fmt_prob(sampled_p)}",
+                        chosen))
 # The text the buttons continue, under them: on a projector the result of a click is on screen with the button.
 with st.container(border=True, key="next-generated"):
     appended = st.session_state.pop("next_appended", "")

@@ -148,8 +148,8 @@ def test_the_learner_switches_which_labels_count(bundled, which, counted):
         assert list(table["counts"]).count("✓ yes") == len(chat.input_ids) - 1
     else:
         assert text == answer + "<|im_end|>" + (counted or "")
-    # the page's first HTML after app.py's scroll-to-top script: the conversation's chips
-    chips = next(h.proto.body for h in at.get("html") if "lmviz-page-top" not in h.proto.body)
+    # the page's first HTML that is not one of chrome.run_script's hidden scripts: the conversation's chips
+    chips = next(h.proto.body for h in at.get("html") if "<script class=" not in h.proto.body)
     assert chips.count("✓ ") == n  # the chips mark the same tokens, with ✓, not colour alone
 
 

@@ -326,7 +326,7 @@ def test_masked_lm_page_matches_the_library_and_rerolls():
         assert guesses[f"guess {k + 1}"].tolist() == [f"{r.top_k[k][0]} {fmt_prob(r.top_k[k][1])}" for r in selected]
     checks = at.dataframe[2].value["loss"].tolist()
     assert checks == [fmt(expected.loss, CHECK_DIGITS), fmt(expected.loss_model, CHECK_DIGITS)]
-    at.button[1].click().run()  # Re-roll
+    at.button(key="mlm_reroll").click().run()
     assert at.number_input(key="mlm_seed").value == 1
     rerolled = analyse_mlm(load_bert(), text, seed=1)
     assert at.dataframe[0].value["branch"].tolist() == [r.branch.words for r in rerolled.rows]

@@ -341,7 +341,16 @@ def test_adamws_first_step_is_about_the_rate_times_the_sign_after_the_weight_dec
     moved = (shrunk - weights.detach()) / lr
     assert moved.tolist() == pytest.approx(gradient.sign().tolist(), abs=1e-5)  # 1e-3 and 100 move alike
     assert weights[3].item() == pytest.approx(shrunk[3].item(), rel=1e-15)  # no gradient: only the decay
-    assert "about η × the sign of the gradient" in TERMS["AdamW"][1] and "1 − η·λ" in TERMS["AdamW"][1]
+    assert "about η × the sign of g" in TERMS["AdamW"][1] and "1 − η·λ" in TERMS["AdamW"][1]
+    # and far below ε the move is about η × g / ε, proportional to g, as the entry says
+    tiny = torch.tensor([1e-11, 2e-11], dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.AdamW([tiny], lr=0.01, weight_decay=0.0)
+    tiny.grad = tiny.detach().clone()
+    optimizer.step()
+    eps = defaults(torch.optim.AdamW)["eps"]
+    assert ((torch.tensor([1e-11, 2e-11], dtype=torch.float64) - tiny.detach()) / 0.01).tolist() == pytest.approx(
+        [1e-11 / eps, 2e-11 / eps], rel=1e-2)
+    assert "about η × g / ε, proportional to g, where |g| is far below ε" in TERMS["AdamW"][1]
 
 
 def test_the_gradient_and_sgd_entries_are_the_formula_and_the_step_above():

@@ -113,7 +113,10 @@ def test_charts_download_as_png_and_tables_as_csv(browser, server, bundled):
     assert open(png.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
     grid = tab.locator("[data-testid='stDataFrame']").first  # the table's own download, from its toolbar
-    grid.scroll_into_view_if_needed()
+    # Plotly's "Taking snapshot" note lies over the page for a few seconds after the PNG, and a table scrolled only
+    # just into view has its toolbar under Streamlit's header: either takes the click
+    expect(tab.locator(".plotly-notifier .notifier-note")).to_have_count(0, timeout=30_000)
+    grid.evaluate("e => e.scrollIntoView({block: 'center'})")
     grid.hover()
     with tab.expect_download() as table:
         grid.get_by_role("button", name="Download as CSV").click()
