@@ -6,7 +6,7 @@ from lmviz.app.choosers import choose_bert, english_bert_offered
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
-from lmviz.app.widgets import result_panel, show_code, show_masked_tokens, warn_unknown_words
+from lmviz.app.widgets import guess_cell, result_panel, show_code, show_masked_tokens, warn_unknown_words
 from lmviz.core.compare import (
     a_variant,
     align,
@@ -219,7 +219,7 @@ st.markdown(f"The model's {len(guesses)} likeliest tokens at each selected posit
 key_table(pd.DataFrame({
     "position": [r.position for r in guessed],
     "token": [r.token for r in guessed],
-    **{f"guess {k + 1}": [f"{t} {fmt_prob(p)}" for t, p in column] for k, column in enumerate(guesses)},
+    **{f"guess {k + 1}": [guess_cell(t, p) for t, p in column] for k, column in enumerate(guesses)},
 }), file_name="masked-lm-guesses.csv", hide_index=True)
 with st.expander("How lmviz's masking compares with Hugging Face's and the original BERT's"):
     st.markdown(

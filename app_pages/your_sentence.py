@@ -8,10 +8,10 @@ import streamlit as st
 from lmviz.app import url_state
 from lmviz.app.byte_pieces import explain_byte_pieces
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
-from lmviz.app.chrome import RESULT_PANEL, intro, key_table, run_script, stop_page, term
+from lmviz.app.chrome import RESULT_PANEL, intro, key_table, run_script, stop_page, term, text_table
 from lmviz.app.path import check_yourself, is_answered
 from lmviz.app.problems import show_problem
-from lmviz.app.widgets import metric_row, result_panel, show_chart, show_code
+from lmviz.app.widgets import guess_cell, metric_row, result_panel, show_chart, show_code
 from lmviz.core.compare import (
     a_variant,
     align,
@@ -74,14 +74,14 @@ def coloured_sentence(result) -> str:
 def guesses_table(result) -> pd.DataFrame:
     """The model's likeliest next tokens at each position, a column per guess, each token in quotes. An HTML table
     (st.table), whose cells wrap: in one column of st.dataframe's canvas the guesses were cut at 1280 px, and
-    written "“,” 0.12, “.” 0.10" without quotes a comma token read as a separator. st.table reads its cells as
-    Markdown, so the tokens are escaped."""
+    written "“,” 0.12, “.” 0.10" without quotes a comma token read as a separator (text_table shows the tokens as
+    text)."""
     guesses = list(zip(*(r.top_k for r in result.rows)))  # guesses[k]: every position's (k + 1)-th likeliest token
     return pd.DataFrame({
         "position": [r.position for r in result.rows],
-        "label (next token)": [escape_markdown(r.target_token) for r in result.rows],
+        "label (next token)": [r.target_token for r in result.rows],
         "rank": [r.rank for r in result.rows],
-        **{f"guess {k + 1}": [f"“{escape_markdown(token)}” {fmt_prob(p)}" for token, p in column]
+        **{f"guess {k + 1}": [guess_cell(token, p) for token, p in column]
            for k, column in enumerate(guesses)},
     })
 
@@ -282,7 +282,7 @@ else:
     key_table(table, "lmviz_tokens.csv", hide_index=True)
     # a table of their own: as an eighth column the guesses pushed the table past 1280 px
     if url_state.linked(url_state.flag("sentence_top"), st.toggle, "Show the model's top 5 guesses at each position"):
-        st.table(guesses_table(result), hide_index=True)
+        text_table(guesses_table(result), hide_index=True)
         st.caption("Each guess: the token in quotes, then the probability the model gave it.")
     st.caption(f"{len(result.tokens)} tokens give {len(result.rows)} predictions: the last token has no next token. "
                "Rank 1 means the label was the model's favourite.")

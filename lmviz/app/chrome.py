@@ -11,7 +11,7 @@ from typing import NoReturn
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
-from lmviz.core.text import spreadsheet_safe
+from lmviz.core.text import escape_markdown, spreadsheet_safe
 from lmviz.course.glossary import TERMS, anchor, link, link_first_uses
 
 PRESENT_KEY = "present"
@@ -376,12 +376,37 @@ def key_table(data, file_name: str, **dataframe_options) -> None:
 
 
 def readable_table(data, **dataframe_options) -> None:
-    """st.dataframe, or in presentation mode an HTML table (st.table) whose text is the body text's size, for a
+    """st.dataframe, or in presentation mode an HTML table (text_table) whose text is the body text's size, for a
     table the class plan shows the room (st.dataframe's canvas keeps 0.875 rem whatever the CSS says)."""
     if presenting():
-        st.table(data, hide_index=dataframe_options.get("hide_index"))
+        text_table(data, hide_index=dataframe_options.get("hide_index"))
     else:
         st.dataframe(data, **dataframe_options)
+
+
+def text_table(data, hide_index: bool | None = None) -> None:
+    """st.table with every cell and header shown as the text it is. st.table reads its cells and headers as
+    Markdown: a token "**" or "`", or a typed word such as "*big*", was drawn bold or as code. Numbers stay numbers.
+    A pandas Styler (Toy example's coloured table) keeps its styles: they are re-applied to the relabelled frame,
+    and its cells are escaped by a formatter (the headers Streamlit draws are the frame's own, not the Styler's)."""
+    import pandas as pd
+    from pandas.io.formats.style import Styler
+
+    def escaped(value):
+        return escape_markdown(value) if isinstance(value, str) else value
+
+    def relabelled(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.copy()
+        for axis in ("columns", "index"):
+            labels = getattr(frame, axis)
+            setattr(frame, axis, labels.map(escaped).set_names([escaped(n) for n in labels.names]))
+        return frame
+
+    if isinstance(data, Styler):
+        shown = relabelled(data.data).style.use(data.export()).format(escaped)
+    else:
+        shown = relabelled(data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)).map(escaped)
+    st.table(shown, hide_index=hide_index)
 
 
 def presenting() -> bool:

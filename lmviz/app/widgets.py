@@ -11,6 +11,7 @@ import streamlit as st
 
 from lmviz.app.chrome import RESULT_PANEL, chart_font_px, hide_numbers_button
 from lmviz.core.labels import Branch
+from lmviz.core.numbers import fmt_prob
 from lmviz.core.text import escape_markdown
 from lmviz.figures import plots
 from lmviz.figures.chips import BRANCH_MEANINGS, branch_chip, chip_row
@@ -24,6 +25,12 @@ def result_panel():
     at the top of the screen."""
     hide_numbers_button()
     return st.container(key=RESULT_PANEL)
+
+
+def guess_cell(token: str, prob: float) -> str:
+    """A guess in a table of the model's likeliest tokens, its token in quotes: written "“,” 0.12", not ", 0.12",
+    where a comma or a space token would read as a separator (the teacher's rehearsal)."""
+    return f"“{token}” {fmt_prob(prob)}"
 
 
 def metric_row():

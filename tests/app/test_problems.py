@@ -4,6 +4,7 @@ read as such (tests/app/test_bad_inputs.py sends every hostile case through ever
 
 import re
 
+import pyarrow
 from streamlit.testing.v1 import AppTest
 
 from tests.helpers import APP, unescaped
@@ -45,3 +46,34 @@ def test_show_problem_escapes_whatever_it_is_given_in_every_kind():
     shown = [at.warning[0].value, at.error[0].value, at.info[0].value, at.caption[0].value]
     for value in shown:
         assert TYPED in unescaped(value) and not any(live.search(value) for live in LIVE), value
+
+
+def test_a_table_in_presentation_mode_shows_its_cells_as_text():
+    """In presentation mode a key table is an HTML table (st.table), whose cells and headers Streamlit reads as
+    Markdown: a token such as "**" or a typed word "*big*" must not come out bold. Plain frames and Stylers
+    (Toy example's coloured table) alike; numbers stay numbers."""
+    def page():
+        import pandas as pd
+        import streamlit as st
+
+        from lmviz.app.chrome import PRESENT_KEY, key_table, readable_table
+
+        st.session_state[PRESENT_KEY] = True
+        frame = pd.DataFrame({"token": ["**bold**", "<img src=x>"], "$x^2$": [1, 2]},
+                             index=pd.Index([":red[red]", "b"], name="`code`"))
+        key_table(frame, "t.csv")
+        readable_table(frame.style.apply(lambda column: ["color: red"] * len(column)))
+
+    at = AppTest.from_function(page).run()
+    assert not at.exception, at.exception
+    plain, styled = at.table[0], at.table[1]
+    # the Styler's cells as drawn: its display values, an Arrow table in the element
+    styled_cells = pyarrow.ipc.open_stream(styled.proto.arrow_data.styler.display_values).read_pandas()
+    assert "color: red" in styled.proto.arrow_data.styler.styles  # its colours kept
+    for shown, cells in ((plain.value, plain.value), (styled.value, styled_cells)):
+        texts = [*map(str, shown.columns), *map(str, shown.index), *map(str, shown.index.names),
+                 *cells.astype(str).to_numpy().ravel()]
+        assert {unescaped(c) for c in texts} >= {"**bold**", "<img src=x>", "$x^2$", ":red[red]", "`code`", "1",
+                                                 "2"}, texts
+        assert not any(live.search(c) for c in texts for live in LIVE), texts
+    assert plain.value.iloc[:, 1].tolist() == [1, 2]
