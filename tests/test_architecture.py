@@ -24,7 +24,8 @@ MAY_IMPORT = {
     "lessons": {"errors", "core", "models", "lessons"},
     "serving": {"errors", "core", "models", "lessons", "serving"},
     "figures": {"errors", "core", "figures"},
-    "app": {"errors", "core", "course", "models", "lessons", "serving", "figures", "app"},
+    "live": {"errors", "core", "course", "live"},  # the live class: rooms, codes, answers; no model, no Streamlit
+    "app": {"errors", "core", "course", "models", "lessons", "serving", "figures", "live", "app"},
     "__main__": {"errors", "core", "course", "models", "lessons", "serving", "__main__"},  # the CLI: no Streamlit
     "__init__": set(),
 }
@@ -224,7 +225,7 @@ def test_causal_lm_pages_reach_their_model_only_through_a_causal_scorer():
         assert not imports_of(page, set(MODULES)) & SERVING_INSIDES, f"{page.name} reaches behind the scorer"
 
 
-@pytest.mark.parametrize("module", TORCH_FREE + sorted(m for m in MODULES if layer(m) == "course"))
+@pytest.mark.parametrize("module", TORCH_FREE + sorted(m for m in MODULES if layer(m) in ("course", "live")))
 def test_torch_free_modules_leave_torch_out_of_a_fresh_interpreter(module):
     code = f"import sys, {module}; print(sorted({{'torch', 'transformers'}} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
