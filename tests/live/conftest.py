@@ -11,21 +11,15 @@ TEST_LIMIT_S seconds whatever it waits on."""
 
 from __future__ import annotations
 
-import glob
-import itertools
 import os
-import shutil
 import signal
-import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from lmviz.live.store import Store
+from scripts.postgres import postgres_bin, running_postgres
 
 TEST_LIMIT_S = 120
-SERVER_LIMIT_S = 60  # initdb, start and stop, each
 
 
 @pytest.fixture(autouse=True)
@@ -40,62 +34,6 @@ def bounded_in_time():
     signal.signal(signal.SIGALRM, previous)
 
 
-def postgres_bin() -> Path | None:
-    """The newest Debian PostgreSQL's programs (/usr/lib/postgresql/<version>/bin), if any."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parent.parent.name))
-    return Path(found[-1]).parent if found else None
-
-
-class PostgresServer:
-    def __init__(self, bin_dir: Path):
-        self.bin_dir = bin_dir
-        self.folder = Path(tempfile.mkdtemp(prefix="lmviz-pg-"))
-        self.as_root = os.geteuid() == 0
-        if self.as_root:
-            shutil.chown(self.folder, user="postgres")
-        self.data = self.folder / "data"
-        self.names = (f"lmviz_test_{n}" for n in itertools.count())
-
-    def _as_owner(self, *command: str) -> subprocess.CompletedProcess:
-        prefix = ["runuser", "-u", "postgres", "--"] if self.as_root else []
-        done = subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=SERVER_LIMIT_S)
-        if done.returncode:
-            raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr or done.stdout}")
-        return done
-
-    def start(self):
-        self._as_owner(str(self.bin_dir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                       "-E", "UTF8", "--no-sync")
-        # no TCP at all (listen_addresses ''), the socket in our folder, and no fsync: a test's data may be lost
-        self._as_owner(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"),
-                       "-w", "-t", str(SERVER_LIMIT_S), "-o",
-                       f"-c listen_addresses='' -k {self.folder} -c fsync=off -c max_connections=200", "start")
-
-    def stop(self):
-        try:
-            self._as_owner(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
-                           "-t", str(SERVER_LIMIT_S), "stop")
-        finally:
-            shutil.rmtree(self.folder, ignore_errors=True)
-
-    def url(self, database: str) -> str:
-        return f"postgresql:///{database}?host={self.folder}&user=postgres"
-
-    def _admin(self, statement: str):
-        import psycopg
-
-        with psycopg.connect(self.url("postgres"), autocommit=True, connect_timeout=10) as connection:
-            connection.execute(statement)
-
-    def fresh_database(self) -> str:
-        name = next(self.names)
-        self._admin(f"CREATE DATABASE {name}")
-        return name
-
-    def drop_database(self, name: str):
-        self._admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
 @pytest.fixture(scope="session")
 def postgres_server():
     bin_dir = postgres_bin()
@@ -104,12 +42,8 @@ def postgres_server():
             pytest.fail("PostgreSQL is not installed (apt-get install postgresql); CI requires the live class's "
                         "tests on it.")
         pytest.skip("PostgreSQL is not installed: apt-get install postgresql to test the live class's store on it")
-    server = PostgresServer(bin_dir)
-    try:
-        server.start()
+    with running_postgres(bin_dir) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
