@@ -50,3 +50,55 @@ def test_the_compose_files_configuration_is_the_templates():
     assert set(compose["services"]["haproxy"]["depends_on"]) == {"app1", "app2"}
     expected = render_config(":8080", {"r1": "app1:8501", "r2": "app2:8501"}, ":8404", resolver="127.0.0.11:53")
     assert (ROOT / "deploy" / "compose" / "haproxy.cfg").read_text() == expected
+
+
+def test_haproxys_log_keeps_no_client_address_and_no_query_string(tmp_path):
+    """A live class's join link carries its room code and a phone's token in the query string, and lmviz keeps no
+    student's address: HAProxy's line for a request has neither (docs/teachers/live-class.md says so)."""
+    import http.server
+    import socket
+    import threading
+    import time
+
+    if haproxy_path() is None:
+        pytest.skip("haproxy is not installed (apt-get install haproxy)")
+
+    def free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return probe.getsockname()[1]
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    backend = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    front = free_port()
+    path = tmp_path / "haproxy.cfg"
+    path.write_text(render_config(f"127.0.0.1:{front}", {"r1": f"127.0.0.1:{backend.server_address[1]}"},
+                                  f"127.0.0.1:{free_port()}"))
+    proxy = subprocess.Popen([haproxy_path(), "-db", "-f", str(path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline, lines = time.monotonic() + 20, []
+        import urllib.request
+        while time.monotonic() < deadline:  # until the health check has found the server up
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{front}/join?room=QWXYZ&p=TOKEN-SECRET", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.2)
+        proxy.terminate()
+        lines = [line for line in proxy.communicate(timeout=20)[0].splitlines() if "GET /join" in line]
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+        backend.shutdown()
+    assert lines and " 200 " in lines[-1], lines  # the request was logged, and answered
+    assert not any(word in line for line in lines for word in ("QWXYZ", "TOKEN-SECRET", "127.0.0.1", "?")), lines

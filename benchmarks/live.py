@@ -1,0 +1,141 @@
+"""A live class answering one question: from a phone's answer to the projector's count, on both store back ends.
+
+    python -m benchmarks.live [--quick] [--window 10]
+
+For 30, 100 and 200 participants in one room (--quick: 30), on SQLite (a file, WAL) and on PostgreSQL (a server
+of its own, scripts/postgres.py; left out with a sentence where PostgreSQL is not installed): every participant
+joins, the teacher asks a typed question, and each participant sends one answer at a random moment of a
+``--window`` of seconds (a class answering), from a pool of threads as Streamlit's script runs are. Meanwhile the
+projector reads the vote every PROJECTOR_REFRESH_S, as the Live class page's fragment does (Store.aggregate).
+
+Per back end and class size: the phone's wait for its answer to be taken (p50, p95); the time from a phone's
+send to the first projector read that counts it (p50, p95: an answer is counted by the first read that started
+after it was committed); the projector's CPU per refresh (this process's, the database server's own is not in
+it); and the process's memory (RSS) after the class. The target of issue 37: p95 from send to count <= 3 s at
+200 participants on 2 cores. What is measured is the store and the projector's read, not a browser drawing it:
+the page's own redraw comes on top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import statistics
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+
+from lmviz.course.quiz import Question
+from lmviz.live.store import Store
+from scripts.postgres import postgres_bin, running_postgres
+
+PROJECTOR_REFRESH_S = 2.0  # how often the projector reads the room
+SIZES = (30, 100, 200)
+WORKER_THREADS = 32  # answers sent at once, as a server's script runs are
+QUESTION = Question(key="loss", ask="What is the loss of this token?", answer=0.69315, reason="-log 0.5.",
+                    hint="Read the table.")
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def run_class(store: Store, participants: int, window_s: float, seed: int = 0) -> dict:
+    rng = random.Random(seed)
+    code = store.open_room()
+    tokens = [store.join(code) for _ in range(participants)]
+    asked = store.ask(code, "toy", QUESTION)
+    committed: list[tuple[float, float]] = []  # (sent, committed) per answer
+    reads: list[tuple[float, int]] = []  # (started, answered) per projector read
+    cpu_per_read: list[float] = []
+    lock, done = threading.Lock(), threading.Event()
+
+    def projector():
+        while True:
+            started, cpu = time.monotonic(), time.thread_time()
+            answered = store.aggregate(asked.id).answered
+            cpu_per_read.append(time.thread_time() - cpu)
+            reads.append((started, answered))
+            if done.is_set() and answered >= len(committed):
+                return
+            time.sleep(max(0.0, PROJECTOR_REFRESH_S - (time.monotonic() - started)))
+
+    def send(token: str, at: float, given: str, start: float):
+        time.sleep(max(0.0, start + at - time.monotonic()))
+        sent = time.monotonic()
+        store.answer(asked.id, token, given)
+        with lock:
+            committed.append((sent, time.monotonic()))
+
+    watcher = threading.Thread(target=projector)
+    start = time.monotonic()
+    watcher.start()
+    with ThreadPoolExecutor(WORKER_THREADS) as pool:
+        moments = sorted(rng.uniform(0, window_s) for _ in tokens)
+        givens = [f"{rng.uniform(0.5, 0.9):.2f}" for _ in tokens]
+        list(pool.map(lambda sent: send(*sent, start), zip(tokens, moments, givens)))
+    done.set()
+    watcher.join(timeout=60)
+    # the k-th answer to be committed is counted by the first read started after its commit that sees >= k
+    to_count = []
+    for rank, (sent, at) in enumerate(sorted(committed, key=lambda c: c[1]), start=1):
+        seen = next(started for started, answered in reads if started >= at and answered >= rank)
+        to_count.append(seen - sent)
+    store.close_room(code)
+    waits = [at - sent for sent, at in committed]
+    return {"participants": participants, "answers": len(committed), "counted": reads[-1][1],
+            "wait p50": statistics.median(waits), "wait p95": percentile(waits, 0.95),
+            "to count p50": statistics.median(to_count), "to count p95": percentile(to_count, 0.95),
+            "cpu ms/read": 1000 * statistics.mean(cpu_per_read),
+            "rss MiB": psutil.Process().memory_info().rss / 2**20}
+
+
+def print_table(rows: list[dict]) -> None:
+    header = ["back end", "participants", "answers counted", "send wait p50 / p95 (s)",
+              "send to projector p50 / p95 (s)", "projector CPU per read (ms)", "RSS (MiB)"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    for r in rows:
+        print(f"| {r['back end']} | {r['participants']} | {r['counted']} of {r['answers']} | "
+              f"{r['wait p50']:.3f} / {r['wait p95']:.3f} | {r['to count p50']:.2f} / {r['to count p95']:.2f} | "
+              f"{r['cpu ms/read']:.2f} | {r['rss MiB']:.0f} |")
+
+
+@contextlib.contextmanager
+def store_urls():
+    """Each back end's empty database: an SQLite file, and where PostgreSQL is installed a server's database."""
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
+        urls = {"SQLite (WAL)": f"sqlite:///{Path(folder) / 'live.sqlite3'}"}
+        if postgres_bin() is None:
+            print("PostgreSQL is not installed (apt-get install postgresql): measured on SQLite only.")
+        else:
+            server = stack.enter_context(running_postgres())
+            urls["PostgreSQL"] = server.url(server.fresh_database())
+        yield urls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="30 participants, a 3 s window (for CI)")
+    parser.add_argument("--window", type=float, default=10.0, help="seconds over which the class answers")
+    args = parser.parse_args()
+    sizes, window = ((30,), 3.0) if args.quick else (SIZES, args.window)
+    print(f"One room, one typed question, answers spread over {window:g} s, the projector reading every "
+          f"{PROJECTOR_REFRESH_S:g} s; {WORKER_THREADS} sending threads; {psutil.cpu_count()} cores.")
+    rows = []
+    with store_urls() as urls:
+        for name, url in urls.items():
+            with Store(url) as store:
+                for size in sizes:
+                    rows.append({"back end": name, **run_class(store, size, window)})
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
