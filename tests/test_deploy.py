@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy" / "kubernetes"
 SCHEMAS = DEPLOY / "schemas"
 MANIFESTS = sorted(DEPLOY.glob("*.yaml"))
+DATABASE = DEPLOY / "database.yaml"
 KUBERNETES_VERSION = kubernetes.latest_version()  # the newest Kubernetes the pinned kubernetes-validate knows
 CUSTOM = {("gateway.networking.k8s.io/v1", "Gateway"): "gateway.json",
           ("gateway.networking.k8s.io/v1", "HTTPRoute"): "httproute.json",
@@ -146,8 +147,8 @@ def test_the_command_line_refuses_a_wrong_field_but_lets_a_custom_resource_throu
 
 
 def objects() -> dict[str, dict]:
-    """Every manifest's objects by kind (each kind appears once)."""
-    found = [document for path in MANIFESTS for document in documents(path)]
+    """Every manifest's objects by kind (each kind appears once), the live class's database apart."""
+    found = [document for path in MANIFESTS if path != DATABASE for document in documents(path)]
     by_kind = {document["kind"]: document for document in found}
     assert len(by_kind) == len(found)
     return by_kind
@@ -158,7 +159,37 @@ def container(kind: str) -> dict:
 
 
 def environment() -> dict[str, str]:
-    return {variable["name"]: variable["value"] for variable in container("Deployment")["env"]}
+    """The replicas' settings written in the manifest (a Secret's are read with secret_settings)."""
+    return {variable["name"]: variable["value"] for variable in container("Deployment")["env"] if "value" in variable}
+
+
+def secret_settings() -> dict[str, tuple[str, str]]:
+    """The replicas' settings taken from a Secret: name -> (the Secret, its key)."""
+    found = {}
+    for variable in container("Deployment")["env"]:
+        if "valueFrom" in variable:
+            reference = variable["valueFrom"]["secretKeyRef"]
+            found[variable["name"]] = (reference["name"], reference["key"])
+    return found
+
+
+def test_the_replicas_share_the_live_class_database_the_manifest_serves():
+    """LMVIZ_LIVE_DB comes from the Secret database.yaml says how to make, whose URL names its Service, user and
+    database; its PostgreSQL keeps its data on a volume of its own."""
+    by_kind = {document["kind"]: document for document in documents(DATABASE)}
+    assert secret_settings()["LMVIZ_LIVE_DB"] == ("lmviz-live-db", "url")
+    comment = DATABASE.read_text()
+    made = re.search(r"--from-literal=url=postgresql://(\w+):PASSWORD@([\w-]+):(\d+)/(\w+)", comment)
+    assert made, "database.yaml's comment says how to make the Secret"
+    user, host, port, database = made.groups()
+    service = by_kind["Service"]
+    assert (host, int(port)) == (service["metadata"]["name"], service["spec"]["ports"][0]["port"])
+    postgres = by_kind["StatefulSet"]["spec"]["template"]["spec"]["containers"][0]
+    settings = {variable["name"]: variable.get("value") for variable in postgres["env"]}
+    assert (settings["POSTGRES_USER"], settings["POSTGRES_DB"]) == (user, database)
+    assert service["spec"]["selector"] == by_kind["StatefulSet"]["spec"]["template"]["metadata"]["labels"]
+    assert by_kind["StatefulSet"]["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == \
+        postgres["volumeMounts"][0]["name"]
 
 
 def serve_config() -> dict:
@@ -199,7 +230,7 @@ def test_the_replicas_settings_are_ones_the_code_reads_and_ask_for_what_the_scor
     for path in (ROOT / "lmviz").rglob("*.py"):
         read |= set(re.findall(r"\"(LMVIZ_[A-Z_]+)\"", path.read_text()))
     env = environment()
-    assert {name for name in env if name.startswith("LMVIZ_")} <= read
+    assert {name for name in [*env, *secret_settings()] if name.startswith("LMVIZ_")} <= read
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert DEFAULT_MODEL in settings.allowed_models()

@@ -2,6 +2,7 @@
 file's copy still the one the template gives."""
 
 import subprocess
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -44,7 +45,16 @@ def test_haproxy_accepts_the_configuration(tmp_path, affinity):
 def test_the_compose_files_configuration_is_the_templates():
     """deploy/compose/haproxy.cfg is written by the command its compose file names; re-written, it is unchanged."""
     compose = yaml.safe_load((ROOT / "deploy" / "compose" / "docker-compose.yml").read_text())
-    assert sorted(compose["services"]) == ["app1", "app2", "haproxy"]
+    assert sorted(compose["services"]) == ["app1", "app2", "db", "haproxy"]
+    # the live class: both replicas share one PostgreSQL, whose user and database are the URL's
+    db = compose["services"]["db"]
+    for app in ("app1", "app2"):
+        written = compose["services"][app]["environment"]["LMVIZ_LIVE_DB"]
+        url = urlsplit(written.replace("${LMVIZ_LIVE_DB_PASSWORD}", "pw"))  # as compose fills it in
+        assert (url.scheme, url.hostname, url.port, url.path) == ("postgresql", "db", 5432, "/lmviz")
+        assert url.username == db["environment"]["POSTGRES_USER"] and "/" + db["environment"]["POSTGRES_DB"] == url.path
+        assert compose["services"][app]["depends_on"]["db"]["condition"] == "service_healthy"
+    assert "ports" not in db  # reached by the replicas only
     assert compose["services"]["app1"]["build"]["context"] == "../.."
     assert "./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" in compose["services"]["haproxy"]["volumes"]
     assert set(compose["services"]["haproxy"]["depends_on"]) == {"app1", "app2"}
