@@ -4,6 +4,7 @@ on the axis ("✓ right"), so that neither the answer nor the vote is told by co
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -56,6 +57,8 @@ def vote_bars(votes: list[tuple[str, list[Bar]]], answers: list[str], right_answ
     fig.update_layout(title_text=plain(title), barmode="group", height=height, showlegend=len(votes) > 1,
                       legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
                       margin={"t": 40, "b": 40, "l": 50})
-    fig.update_yaxes(title_text="answers", range=[0, top * 1.2], rangemode="tozero", tickformat="d")
+    # whole numbers only: Plotly's own ticks at 0.2 apart read "0 0 0 1 1 1" once written as counts
+    fig.update_yaxes(title_text="answers", range=[0, top * 1.2], tick0=0, dtick=max(1, math.ceil(top / 5)),
+                     tickformat="d")
     fig.update_xaxes(type="category")
     return readable(fig, font_px)

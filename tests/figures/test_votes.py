@@ -12,6 +12,7 @@ def test_a_choice_question_has_a_bar_per_choice_in_order_with_the_answer_named()
     assert list(bars.x) == ["the", f"cat<br><b>{RIGHT_MARK}</b>", "sat"]  # a choice nobody picked counts 0
     assert list(bars.y) == [1, 3, 0] and list(bars.text) == ["1", "3", "0"]
     assert fig.layout.title.text == "How the room answered" and not fig.layout.showlegend
+    assert fig.layout.yaxis.dtick == 1  # a tick at every whole count, none between
 
 
 def test_two_votes_stand_side_by_side_told_apart_by_pattern_and_legend():
