@@ -50,5 +50,10 @@ for section, lessons in sections().items():
         st.page_link(lesson.page, label=lesson.heading, icon=lesson.icon)
         st.markdown(home_markdown(lesson, glossary_query()))
 
+st.subheader("In class")
+st.page_link("app_pages/live_class.py", label="Live class: the room answers the questions on their phones",
+             icon=":material/co_present:")
+st.page_link("app_pages/join.py", label="Join a class: type the code on the projector", icon=":material/login:")
+
 st.subheader("Words")
 st.page_link("app_pages/glossary.py", label="Glossary: every term the pages use, defined", icon=":material/menu_book:")

@@ -16,6 +16,9 @@ os.environ["LMVIZ_WARM_START"] = "0"
 # ...and never share one visitor's minute of text (lmviz.serving.fair_share.FairShare) between tests: Streamlit's
 # AppTest gives every page test the same session id. tests/app/test_public_server.py sets a limit where it is tested.
 os.environ["LMVIZ_CHARS_PER_MINUTE"] = "inf"
+# ...and never write the live class's rooms into this machine's cache folder: a page test that opens the Live class
+# or join page gets a store of its own (tests/app/test_live_pages.py sets one per test).
+os.environ.setdefault("LMVIZ_LIVE_DB", f"sqlite:///{tempfile.mkdtemp(prefix='lmviz-tests-live-')}/live.sqlite3")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -7,6 +7,7 @@ import json
 
 import streamlit as st
 
+from lmviz.app import live
 from lmviz.app.chrome import NEXT_LESSON, present_params, run_script, terms_linked
 from lmviz.core.text import escape_markdown
 from lmviz.course import quiz, registry
@@ -100,16 +101,22 @@ def is_answered(step_name: str, question_key: str) -> bool:
 
 def check_yourself(step_name: str, questions: list[quiz.Question], heading: str = "Check yourself") -> None:
     """The page's questions, each in a form of its own: Check says right, or gives a hint;
-    Show the answer reveals it (for a teacher asking the room, too)."""
+    Show the answer reveals it (for a teacher asking the room, too). While this session runs a live class, each
+    has "Ask the room" too, and the question the room is asked has its answers under it (lmviz.app.live)."""
     lesson = registry.find(step_name)
     st.subheader(heading)
     st.caption("Questions made from the numbers on this page as it is now: change the input and they change. "
                + quiz.tolerance_rule(questions))
+    room = live.teacher_room()
+    asked_key = live.asked_key(room, lesson.url_path) if room else None
     for question in questions:
-        _ask(lesson.key(question.key), question)
+        _ask(lesson.key(question.key), question, (room, lesson.url_path) if room else None)
+        if question.key == asked_key:
+            live.asked_view(room)
 
 
-def _ask(key: str, question: quiz.Question) -> None:
+def _ask(key: str, question: quiz.Question, room: tuple[str, str] | None = None) -> None:
+    """One question's form; ``room``: (the code of the class this session runs, the lesson's url path)."""
     # What was last asked of this question ("check" with the answer given, or "reveal") is kept, so
     # that its verdict stays on screen through other reruns, recomputed from the page's numbers now.
     last = f"quiz-last-{key}"
@@ -120,8 +127,10 @@ def _ask(key: str, question: quiz.Question) -> None:
                              format_func=escape_markdown)
         else:
             given = st.text_input("Your answer (a number)", key=f"quiz-answer-{key}")
-        left, right = st.columns(2)
+        left, right, *beside = st.columns(3 if room else 2)
         pressed = left.form_submit_button("Check"), right.form_submit_button("Show the answer")
+        if room:
+            live.ask_button(*room, question, beside[0])
         if pressed[0]:
             st.session_state[last] = ("check", given)
         if pressed[1]:
@@ -135,6 +144,8 @@ def _ask(key: str, question: quiz.Question) -> None:
             _show_verdict(key, quiz.check(question, given))
         if any(pressed):
             _bring_into_view()
+    if room:
+        live.said_problem()
 
 
 # What a button just said is brought on screen (the nearest edge, only if it is not already in view): a page

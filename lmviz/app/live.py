@@ -1,0 +1,593 @@
+"""The live class on screen: the teacher's room (its code, QR code and phones), the "Ask the room" button beside a
+check-yourself question, the projector's view of the answers, and the phone's join page.
+
+Streamlit cannot push to another session (streamlit#2838): the projector and the phones each poll the store, with
+one top-level fragment a page that runs every POLL_S seconds (nested fragments that run on a timer misbehave,
+streamlit#16708), and every poll reads the database afresh, never a cached copy. The store itself (lmviz.live.store)
+is one per process, shared by every session.
+
+Torch-free, as the join page needs: a phone's page must load in a moment, whatever the server is doing with its
+models. Plotly and the chart are imported only where a chart is drawn."""
+
+from __future__ import annotations
+
+import hmac
+import html
+import ipaddress
+import os
+import socket
+import time
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from lmviz.app.chrome import chart_font_px, hide_numbers, presenting
+from lmviz.app.problems import show_problem
+from lmviz.core.text import escape_markdown
+from lmviz.course import quiz, registry
+from lmviz.live.codes import CODE_LENGTH, LiveProblem, normalise_code
+from lmviz.live.store import MIN_SHOWN, Aggregate, Asked, Room, Store, store_url
+from lmviz.models.settings import allowed_models
+
+POLL_S = 2  # how often the projector and the phones read the store: an answer shows on the projector within it
+NOBODY_AFTER_S = 60  # a room with no phone after this long gets the sentence on client isolation
+LIVE_VARIABLE, KEY_VARIABLE, PUBLIC_URL_VARIABLE = "LMVIZ_LIVE", "LMVIZ_LIVE_KEY", "LMVIZ_PUBLIC_URL"
+KEY_PARAM, ROOM_PARAM, TOKEN_PARAM = "key", "room", "p"  # in links: the teacher key, a room's code, a phone's token
+JOIN_PATH = "join"  # the join page's url path (app.py)
+ROOM_KEY = "live-room"  # session state: the code of the room this (the teacher's) session runs
+TEACHER_KEY = "live-teacher-key"  # session state: the teacher key a link brought
+PHONE_ROOM, PHONE_TOKEN = "live-phone-room", "live-phone-token"  # session state: the phone's room and its token
+LINK_TRIED = "live-link-tried"  # session state: the join link's code has been tried (its sentence said once)
+QUESTION_VIEW = "live-question"  # the container of a question's answers (CSS class st-key-live-question)
+PROBLEM = "live-problem"  # session state: a sentence a button's callback left for the run it starts
+# Behind these, the request came through a proxy: the visitor may be anywhere (lmviz.app.choosers reads the same)
+PROXY_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-Ip")
+
+OFF = ("The live class is turned off on this server (LMVIZ_LIVE=off): the lessons and their questions work as "
+       "always.")
+TEACHER_INTRO = (
+    "Open a room, and the class joins it on their phones with the code or the QR code: nobody types a name. Then "
+    "press **Ask the room** beside any check-yourself question on a lesson's page: every phone shows that question, "
+    "frozen with the numbers on the screen, and the answers are counted here. They stay hidden until you press "
+    f"**Reveal** (a live chart sways the vote), and a vote of fewer than {MIN_SHOWN} answers shows its count only. "
+    "**Ask again** opens a second vote on the same question, for after the room has argued it out in pairs (peer "
+    "instruction); **Close** ends the answering.")
+
+
+def live_on() -> bool:
+    return os.environ.get(LIVE_VARIABLE, "").strip().lower() not in ("off", "0", "false", "no")
+
+
+@st.cache_resource(show_spinner=False)
+def _store(url: str) -> Store:
+    return Store(url)
+
+
+def live_store() -> Store:
+    """The process's one store for the database LMVIZ_LIVE_DB names (SQLite in lmviz's cache folder by default).
+    Raises StoreUnavailable, a LiveProblem whose sentence names the setting to change."""
+    return _store(store_url())
+
+
+# Who may run a room
+
+def take_teacher_key() -> None:
+    """A link's ?key= moved into the session and out of the address bar at once, before anything is drawn: the
+    projector shows the address bar to the whole room."""
+    if KEY_PARAM in st.query_params:
+        st.session_state[TEACHER_KEY] = st.query_params[KEY_PARAM]
+        del st.query_params[KEY_PARAM]
+
+
+def is_public() -> bool:
+    """Whether this browser may be anyone's: a deployment that names its models (LMVIZ_ALLOWED_MODELS, lmviz's
+    public setting), a request through a proxy, or a browser on another computer than the server's. Only a browser
+    on the server's own computer (the teacher's laptop, on loopback) is whoever is at its keyboard."""
+    proxied = any(header in st.context.headers for header in PROXY_HEADERS)
+    return allowed_models() is not None or proxied or _remote(st.context.ip_address)
+
+
+def _remote(address) -> bool:
+    """Whether a browser's address is another computer's. Streamlit gives None for loopback; an address that is not
+    text (Streamlit's own AppTest has no client) is no other computer's."""
+    if not isinstance(address, str):
+        return False
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return True
+    return not (ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback))
+
+
+def teacher_refusal() -> str | None:
+    """None when this browser may open and run a room; else the sentence that says why not and what to do."""
+    if not live_on():
+        return OFF
+    if not is_public():
+        return None
+    expected = os.environ.get(KEY_VARIABLE, "")
+    if not expected:
+        return ("Only the computer lmviz runs on can open a room here, since this server has no teacher key: open "
+                "this page there, or set LMVIZ_LIVE_KEY on the server and add ?key= and the key to this page's "
+                "address.")
+    given = st.session_state.get(TEACHER_KEY)
+    if given and hmac.compare_digest(given.encode(), expected.encode()):
+        return None
+    if given:
+        return "That teacher key is not this server's: open this page again with ?key= and the key in LMVIZ_LIVE_KEY."
+    return ("Opening a room on this server takes the teacher key: add ?key= and the key (LMVIZ_LIVE_KEY) to this "
+            "page's address; it leaves the address bar at once.")
+
+
+def teacher_room() -> str | None:
+    """The code of the open room this session runs, if any; a room that has ended (closed, or by the sweep) is
+    forgotten. No database read when the session has none, so that the lessons pay nothing for the live class."""
+    code = st.session_state.get(ROOM_KEY)
+    if not code or not live_on():
+        return None
+    try:
+        room = live_store().room(code)
+    except LiveProblem:
+        return None
+    if room is None or not room.is_open:
+        st.session_state.pop(ROOM_KEY, None)
+        return None
+    return code
+
+
+# The join link and its QR code
+
+def network_address() -> str | None:
+    """This computer's address on its network, as the phones in the room reach it: the source address of a UDP
+    socket "connected" to a non-routable address. Connecting a UDP socket only picks the route; nothing is sent."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("10.254.254.254", 1))
+            address = probe.getsockname()[0]
+    except OSError:  # no network at all
+        return None
+    return None if ipaddress.ip_address(address).is_loopback or address == "0.0.0.0" else address
+
+
+def public_base_url() -> str | None:
+    """The app's address for the phones: LMVIZ_PUBLIC_URL, else this computer's network address and the server's
+    port, never localhost (what the teacher's own browser usually shows, and a phone cannot reach)."""
+    configured = os.environ.get(PUBLIC_URL_VARIABLE, "").strip().rstrip("/")
+    if configured:
+        return configured
+    address = network_address()
+    if address is None:
+        return None
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    return f"http://{address}:{st.get_option('server.port')}" + (f"/{base}" if base else "")
+
+
+def join_link(code: str) -> str | None:
+    base = public_base_url()
+    return f"{base}/{JOIN_PATH}?{urlencode({ROOM_PARAM: code})}" if base else None
+
+
+def listening_on_loopback_only() -> bool:
+    address = (st.get_option("server.address") or "").strip("[]")
+    try:
+        return address == "localhost" or ipaddress.ip_address(address).is_loopback
+    except ValueError:  # unset: every interface
+        return False
+
+
+def qr_svg(link: str) -> str:
+    """The link as a QR code: an SVG image as a data URI, without a size of its own (the page sizes it), black on
+    white in either theme. An image, not inline SVG, which Streamlit's st.html strips."""
+    import segno
+
+    # M: up to 15 % of it may be unreadable (a projector's glare, a head in the way) and it still scans
+    return segno.make(link, error="m", micro=False).svg_data_uri(dark="#000000", light="#ffffff", omitsize=True)
+
+
+# The big code, and the QR code as high as the projector allows: scanned and read from the back of a room at 1280×720.
+ROOM_CSS = """<style>
+.lmviz-code { font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-weight: 700; letter-spacing: 0.12em;
+  line-height: 1.1; font-size: 5.5rem; }
+.lmviz-code.small { font-size: 2.5rem; }
+.lmviz-qr { width: min(100%, 58vh); aspect-ratio: 1; }
+.lmviz-qr.small { width: min(100%, 22vh); }
+.lmviz-qr img { width: 100%; height: 100%; display: block; image-rendering: pixelated; }
+</style>"""
+
+
+def _room_code(code: str, small: bool) -> None:
+    st.html(f'<div class="lmviz-code{" small" if small else ""}" aria-label="the class code, '
+            f'{" ".join(code)}">{html.escape(code)}</div>')
+
+
+def _qr(link: str, small: bool) -> None:
+    st.html(f'<div class="lmviz-qr{" small" if small else ""}"><img src="{html.escape(qr_svg(link))}" '
+            f'alt="QR code of {html.escape(link)}"></div>')
+
+
+# The teacher's page
+
+def teacher_page() -> None:
+    """The Live class page: who may use it, the room's opening and ending, and its live view."""
+    if presenting():  # the teacher says it; the projector's first screen is the room's code
+        with st.expander("About the live class"):
+            st.markdown(TEACHER_INTRO)
+    else:
+        st.markdown(TEACHER_INTRO)
+    refusal = teacher_refusal()
+    if refusal:
+        show_problem(refusal, kind="info" if not live_on() else "warning")
+        return
+    try:
+        store = live_store()
+        code = _adopt_linked_room(store) or teacher_room()
+    except LiveProblem as problem:
+        show_problem(problem)
+        return
+    if code is None:
+        st.button("Open a room", type="primary", icon=":material/meeting_room:", on_click=_open_room)
+        _said_problem()
+        return
+    if st.query_params.get(ROOM_PARAM) != code:  # a reload of this page keeps the room
+        st.query_params[ROOM_PARAM] = code
+    room_view(code)
+    st.download_button("Download the results (CSV)", store.aggregates_csv(code), file_name=f"lmviz-class-{code}.csv",
+                       mime="text/csv", icon=":material/download:", on_click="ignore",
+                       help="Per question and vote: each answer's count, how many were right, and the share right.")
+    st.button("End the class", icon=":material/logout:", on_click=_end_room, args=(code,),
+              help="Closes the room: the phones can no longer answer. Its results are kept for "
+                   f"{store.keep_hours:g} hours, then deleted.")
+
+
+def _adopt_linked_room(store: Store) -> str | None:
+    """The room in this page's link (?room=), for a reload: a new session that is allowed to run a room."""
+    linked = st.query_params.get(ROOM_PARAM)
+    if st.session_state.get(ROOM_KEY) or not linked:
+        return None
+    room = store.room(linked)
+    if room is None or not room.is_open:
+        del st.query_params[ROOM_PARAM]
+        return None
+    st.session_state[ROOM_KEY] = room.code
+    return room.code
+
+
+def _open_room() -> None:
+    try:
+        st.session_state[ROOM_KEY] = live_store().open_room()
+    except LiveProblem as problem:
+        st.session_state[PROBLEM] = str(problem)
+
+
+def _end_room(code: str) -> None:
+    live_store().close_room(code)
+    st.session_state.pop(ROOM_KEY, None)
+    if ROOM_PARAM in st.query_params:
+        del st.query_params[ROOM_PARAM]
+    hide_numbers(False)
+
+
+def _said_problem() -> None:
+    problem = st.session_state.pop(PROBLEM, None)
+    if problem:
+        show_problem(problem)
+
+
+@st.fragment(run_every=POLL_S)
+def room_view(code: str) -> None:
+    """The room live: its code and QR code, the phones in it, and the question asked with its answers. The QR code
+    is large until a question is asked, then small beside the code, for the latecomers."""
+    store = live_store()
+    room, asked = store.room(code), store.current(code)
+    if room is None or not room.is_open:
+        show_problem(f"The class {code} has ended: open a new room.")
+        return
+    st.html(ROOM_CSS)
+    link = join_link(code)
+    small = asked is not None
+    left, right = st.columns([3, 2] if not small else [4, 1])
+    with left:
+        _room_code(code, small)
+        _joining(room, link)
+    with right:
+        if link:
+            _qr(link, small)
+    st.divider()
+    if asked is None:
+        st.info("No question asked yet: press “Ask the room” beside a check-yourself question on a lesson's page.",
+                icon=":material/help:")
+        return
+    st.markdown(f"**Question {asked.number}**, from {escape_markdown(lesson_title(asked.lesson))}:")
+    st.text(asked.question.ask)
+    question_view(store, asked, room)
+
+
+def _joining(room: Room, link: str | None) -> None:
+    """How to join, how many have, and what to do when nobody can."""
+    phones = "1 phone has" if room.participants == 1 else f"{room.participants} phones have"
+    st.markdown(f"**{phones} joined.**")
+    if link is None:
+        show_problem(f"lmviz found no network address on this computer: connect it to the classroom's network, or "
+                     f"set {PUBLIC_URL_VARIABLE} to the address the phones reach lmviz at.")
+        return
+    st.markdown(f"Scan the QR code, or open `{link}` and the code is filled in.")  # a link has no backtick
+    if listening_on_loopback_only() and not os.environ.get(PUBLIC_URL_VARIABLE):
+        show_problem("This server listens on this computer only, so phones cannot reach it: start lmviz with "
+                     "--server.address 0.0.0.0 (scripts/serve does), or set LMVIZ_PUBLIC_URL to an address they can.")
+    st.caption("Test it from your own phone first: if the link does not open there, the phones cannot reach this "
+               "computer.")
+    if room.participants == 0 and time.time() - room.opened_at >= NOBODY_AFTER_S:
+        show_problem("Nobody has joined for a minute: school Wi-Fi often keeps devices from reaching one another "
+                     "(client isolation), so use a hosted lmviz (set LMVIZ_PUBLIC_URL to its address) or connect this "
+                     "computer and the phones to your phone's hotspot.", kind="info", icon=":material/wifi_off:")
+
+
+def lesson_title(url_path: str) -> str:
+    try:
+        return registry.find(url_path).title
+    except KeyError:  # a lesson renamed since the question was asked
+        return url_path
+
+
+# The question asked: its answers and the teacher's buttons, on the Live class page and under the question asked
+
+def asked_key(code: str, lesson: str) -> str | None:
+    """The key of the room's question now, when it is one of ``lesson``'s (its answers show under it there)."""
+    asked = live_store().current(code)
+    return asked.question.key if asked is not None and asked.lesson == lesson else None
+
+
+@st.fragment(run_every=POLL_S)
+def asked_view(code: str) -> None:
+    """Under the question asked on a lesson's page: its answers, live, and the teacher's buttons."""
+    store = live_store()
+    room, asked = store.room(code), store.current(code)
+    if room is None or asked is None or not room.is_open:
+        return
+    with st.container(border=True):
+        st.markdown(f"**Asked in the class {code}** (question {asked.number}).")
+        question_view(store, asked, room)
+
+
+def question_view(store: Store, asked: Asked, room: Room) -> None:
+    """How many answered; once revealed, how they answered (both votes side by side after a second vote); the
+    buttons Reveal, Ask again and Close."""
+    with st.container(key=QUESTION_VIEW):
+        _question_view(store, asked, room)
+
+
+def _question_view(store: Store, asked: Asked, room: Room) -> None:
+    first = _first_vote(store, asked)
+    results = [r for r in (store.aggregate(first.id) if first else None, store.aggregate(asked.id)) if r]
+    vote = "second vote" if asked.vote == 2 else "first vote"
+    state = "open, the phones can answer" if asked.is_open else "closed"
+    answered = results[-1].answered
+    st.subheader(f"{answered} of {room.participants} answered")
+    st.caption(f"Question {asked.number}, {vote}: {state}.")
+    if not asked.revealed:
+        st.caption("The answers stay hidden until you press Reveal: a chart that moves while the room votes sways "
+                   "the vote.")
+    elif not results[-1].shown:
+        st.markdown(f"{_answers(answered)} so far: the chart shows from {MIN_SHOWN} answers on, so that no bar can "
+                    "point at one student.")
+    else:
+        shown = [r for r in results if r.shown]
+        _results_chart(shown)
+        st.markdown("**Right: " + ", then ".join(f"{_percent(r.share_right)} in {_vote_name(r.asked)}"
+                                                   for r in shown) + ".**")
+    _teacher_buttons(store, asked)
+
+
+def _first_vote(store: Store, asked: Asked) -> Asked | None:
+    """The first vote of a question in its second vote."""
+    if asked.vote != 2:
+        return None
+    return next((q for q in store.questions(asked.room) if q.number == asked.number and q.vote == 1), None)
+
+
+def _answers(count: int) -> str:
+    return "1 answer" if count == 1 else f"{count} answers"
+
+
+def _percent(share: float | None) -> str:
+    return "–" if share is None else f"{round(100 * share)} %"
+
+
+def _vote_name(asked: Asked) -> str:
+    return "the second vote" if asked.vote == 2 else "the first vote"
+
+
+def _results_chart(shown: list[Aggregate]) -> None:
+    from lmviz.figures.votes import Bar, vote_bars
+
+    question = shown[-1].asked.question
+    if question.choices:
+        answers = list(question.choices)
+    else:  # the typed numbers' bins of every vote shown, in increasing order
+        answers = sorted({c.answer for r in shown for c in r.counts}, key=float)
+    votes = [(_vote_name(r.asked).removeprefix("the ").capitalize(), [Bar(c.answer, c.count, c.right)
+                                                                        for c in r.counts]) for r in shown]
+    title = (f"How the room answered (the answer: {question.shown_answer}"
+             + ("" if question.choices or question.is_count else f", right within ±{question.tolerance:g}") + ")")
+    right = {question.answer} if question.choices else set()
+    st.plotly_chart(vote_bars(votes, answers, right, title, chart_font_px(), height=330 if presenting() else 300),
+                    config={"displayModeBar": False})
+
+
+def _teacher_buttons(store: Store, asked: Asked) -> None:
+    """Each button's change is made, then the whole page runs again: Close also shows the page's numbers again."""
+    buttons = st.columns(3)
+    if not asked.revealed and buttons[0].button("Reveal", key=f"live-reveal-{asked.id}", icon=":material/bar_chart:",
+                                                help="Shows how the room answered, to the room."):
+        store.reveal(asked.id)
+        st.rerun()
+    if asked.vote == 1 and buttons[1].button(
+            "Ask again", key=f"live-again-{asked.id}", icon=":material/replay:",
+            help="A second vote on the same question, counted apart: after the room has talked it over in pairs."):
+        try:
+            store.ask_again(asked.id)
+        except LiveProblem as problem:
+            st.session_state[PROBLEM] = str(problem)
+        hide_numbers()
+        st.rerun()
+    if asked.is_open and buttons[2].button("Close", key=f"live-close-{asked.id}", icon=":material/block:",
+                                           help="Ends the answering; the page's numbers show again."):
+        store.close_question(asked.id)
+        hide_numbers(False)
+        st.rerun()
+    _said_problem()
+
+
+# "Ask the room", beside each check-yourself question (lmviz.app.path)
+
+def ask_button(code: str, lesson: str, question: quiz.Question, where=st) -> None:
+    """A form's button that freezes ``question`` as asked in the room ``code``, with the page's inputs (its link),
+    and hides the page's numbers while it is open."""
+    where.form_submit_button("Ask the room", on_click=_ask_room, args=(code, lesson, question),
+                             icon=":material/groups:",
+                             help="Every phone in the class shows this question, with the numbers on this screen now.")
+
+
+def _ask_room(code: str, lesson: str, question: quiz.Question) -> None:
+    try:
+        live_store().ask(code, lesson, question, st.query_params.to_dict())
+    except LiveProblem as problem:
+        st.session_state[PROBLEM] = str(problem)
+        return
+    hide_numbers()
+
+
+def said_problem() -> None:
+    """The sentence a live-class button's callback left, if any."""
+    _said_problem()
+
+
+# The phone's page
+
+PHONE_CSS = """<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"] {
+  display: none; }
+</style>"""
+
+
+def phone_page() -> None:
+    """The join page: the code (from the link, or typed), then the question asked, live."""
+    st.html(PHONE_CSS)  # a phone sees this page alone: no lessons' navigation, no switches
+    if not live_on():
+        show_problem(OFF, kind="info")
+        return
+    try:
+        store = live_store()
+        joined = _joined(store)
+    except LiveProblem as problem:
+        show_problem(problem)
+        return
+    if joined is None:
+        _join_form()
+        return
+    phone_view(*joined)
+
+
+def _joined(store: Store) -> tuple[str, str] | None:
+    """(code, token) of the room this phone is in: the session's, or the link's (?room=, and ?p= after a reload,
+    which keeps the phone's token)."""
+    code, token = st.session_state.get(PHONE_ROOM), st.session_state.get(PHONE_TOKEN)
+    if code and token:
+        return code, token
+    linked = st.query_params.get(ROOM_PARAM)
+    if linked and not st.session_state.get(LINK_TRIED):
+        st.session_state[LINK_TRIED] = True
+        try:
+            return _join(store, linked, st.query_params.get(TOKEN_PARAM))
+        except LiveProblem as problem:
+            show_problem(problem)
+    return None
+
+
+def _join(store: Store, typed: str, token: str | None = None) -> tuple[str, str]:
+    code = normalise_code(typed)
+    token = store.join(code, token)
+    st.session_state[PHONE_ROOM], st.session_state[PHONE_TOKEN] = code, token
+    st.query_params.update({ROOM_PARAM: code, TOKEN_PARAM: token})  # a reload keeps this phone's place and answers
+    return code, token
+
+
+def _join_form() -> None:
+    with st.form("live-join"):
+        st.text_input(f"The class's code: the {CODE_LENGTH} letters and digits on the projector", key="live-code",
+                      max_chars=20, autocomplete="off")
+        st.form_submit_button("Join", type="primary", on_click=_join_typed)
+    _said_problem()
+
+
+def _join_typed() -> None:
+    try:
+        _join(live_store(), st.session_state.get("live-code", ""))
+    except LiveProblem as problem:
+        st.session_state[PROBLEM] = str(problem)
+
+
+def _forget_room() -> None:
+    for key in (PHONE_ROOM, PHONE_TOKEN):
+        st.session_state.pop(key, None)
+    for param in (ROOM_PARAM, TOKEN_PARAM):
+        if param in st.query_params:
+            del st.query_params[param]
+
+
+@st.fragment(run_every=POLL_S)
+def phone_view(code: str, token: str) -> None:
+    """The question asked now, and this phone's answer to it."""
+    store = live_store()
+    room, asked = store.room(code), store.current(code)
+    if room is None or not room.is_open:
+        show_problem(f"The class {code} has ended: thank you. To join another, type its code.")
+        _forget_room()
+        return
+    st.caption(f"You are in the class {code}. Nobody sees who answered what.")
+    if asked is None:
+        st.info("The teacher's question will show here: keep this page open.", icon=":material/hourglass_top:")
+        return
+    st.markdown(f"**Question {asked.number}**" + (" (second vote: talk it over with your neighbours, then answer "
+                                                   "again)" if asked.vote == 2 else ""))
+    st.text(asked.question.ask)
+    _said_problem()  # an answer refused (the question closed as it was sent, not a number) says why
+    mine = store.my_answer(asked.id, token)
+    if asked.is_open:
+        _answer_form(asked, token, mine)
+    elif mine is not None:
+        st.info(f"The teacher has closed this question. Your answer: {escape_markdown(_shown(asked, mine))}.",
+                icon=":material/lock:")
+    else:
+        st.info("The teacher has closed this question: wait for the next one.", icon=":material/lock:")
+
+
+def _shown(asked: Asked, given: str) -> str:
+    """An answer as the phone shows it: a choice as it is, a number as read (kept as Python writes a float)."""
+    if asked.question.choices:
+        return given
+    value = float(given)
+    return str(int(value)) if value.is_integer() else given
+
+
+def _answer_form(asked: Asked, token: str, mine: str | None) -> None:
+    question, key = asked.question, f"live-given-{asked.id}"
+    if mine is not None and key not in st.session_state:  # a reload shows what this phone sent
+        st.session_state[key] = mine if question.choices else _shown(asked, mine)
+    with st.form(f"live-answer-{asked.id}"):
+        if question.choices:
+            st.radio("Your answer", question.choices, index=None, key=key, format_func=escape_markdown)
+        else:
+            st.text_input("Your answer (a number)", key=key, autocomplete="off")
+        st.form_submit_button("Send", type="primary", icon=":material/send:", on_click=_send,
+                              args=(asked.id, token, key))
+    if mine is not None:
+        st.success("Sent — you can change it until the teacher closes the question.", icon=":material/check:")
+        st.caption(f"Your answer: {escape_markdown(_shown(asked, mine))}")
+
+
+def _send(question_id: int, token: str, key: str) -> None:
+    try:
+        live_store().answer(question_id, token, st.session_state.get(key))
+    except LiveProblem as problem:
+        st.session_state[PROBLEM] = str(problem)

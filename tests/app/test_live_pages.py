@@ -1,0 +1,322 @@
+"""The live class's pages, headless: the teacher's Live class page and a lesson's "Ask the room", the phones' join
+page, and the store they share (an SQLite file of the test's own, LMVIZ_LIVE_DB). Extra participants are made
+through the store directly, as a room of phones would. tests/e2e/test_live_class.py drives the same in a browser."""
+
+import ast
+import html
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from lmviz.app import chrome, live
+from lmviz.course.quiz import Question
+from lmviz.live.store import MIN_SHOWN, Store
+from tests.helpers import APP, one_sentence, unescaped
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON, QUESTION = "toy", "nll"  # Toy example's first question: a typed number, on a page that loads no model
+ASK = f"FormSubmitter:quiz-{LESSON}/{QUESTION}-Ask the room"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """The store the app's pages use: the test's own SQLite file."""
+    url = f"sqlite:///{tmp_path / 'live.sqlite3'}"
+    monkeypatch.setenv("LMVIZ_LIVE_DB", url)
+    monkeypatch.delenv("LMVIZ_ALLOWED_MODELS", raising=False)
+    for name in ("LMVIZ_LIVE", "LMVIZ_LIVE_KEY", "LMVIZ_PUBLIC_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with Store(url) as opened:
+        yield opened
+
+
+def teacher() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    return at.switch_page("app_pages/live_class.py").run()
+
+
+def phone(code: str | None = None, token: str | None = None) -> AppTest:
+    """A phone opening the join page, by the QR code's link (?room=) or, without a code, to type one."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    if code:
+        at.query_params[live.ROOM_PARAM] = code
+    if token:
+        at.query_params[live.TOKEN_PARAM] = token
+    at.run()
+    return at.switch_page("app_pages/join.py").run()
+
+
+def button(at: AppTest, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def labels(at: AppTest) -> list[str]:
+    return [b.label for b in at.button]
+
+
+def said(at: AppTest) -> list[str]:
+    """Every sentence the page said in a box: warnings, errors, infos, successes."""
+    return [unescaped(e.value) for kind in ("warning", "error", "info", "success") for e in getattr(at, kind)]
+
+
+def chart(at: AppTest) -> list[dict]:
+    """The traces of the page's one chart."""
+    (element,) = at.get("plotly_chart")
+    return json.loads(element.proto.spec)["data"]
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join([unescaped(m.value) for m in at.markdown] + [s.value for s in at.subheader]
+                     + [c.value for c in at.caption] + [t.value for t in at.text])
+
+
+def open_room(at: AppTest) -> str:
+    button(at, "Open a room").click().run()
+    assert not at.exception, at.exception
+    return at.session_state[live.ROOM_KEY]
+
+
+def answer_on(at: AppTest, given: str) -> AppTest:
+    asked_id = next(int(f.key.removeprefix("live-given-")) for f in [*at.radio, *at.text_input]
+                    if f.key and f.key.startswith("live-given-"))
+    box = [f for f in at.text_input if f.key == f"live-given-{asked_id}"]
+    (box[0] if box else at.radio(key=f"live-given-{asked_id}")).set_value(given)
+    return button(at, "Send").click().run()
+
+
+def test_the_join_page_imports_no_torch_in_a_fresh_interpreter():
+    """What a phone's page imports (read from its file), imported alone: neither torch nor transformers comes with
+    it, so that it opens in a moment whatever the server does with its models."""
+    tree = ast.parse((ROOT / "app_pages" / "join.py").read_text())
+    modules = sorted({a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+                     | {f"{n.module}.{a.name}" if n.module == "lmviz.app" else n.module
+                        for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names})
+    assert modules == ["lmviz.app.live", "streamlit"]
+    code = f"import sys, {', '.join(modules)}; print(sorted({{'torch', 'transformers'}} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def csv_offered(at: AppTest, code: str) -> str:
+    """The id of the CSV the page's "Download the results" button offers: Streamlit names a download by a hash of
+    its bytes, its type and its file name, so the store's CSV must hash to it."""
+    (download,) = [d for d in at.get("download_button") if d.proto.label == "Download the results (CSV)"]
+    return Path(download.proto.url).stem
+
+
+def csv_id(text: str, code: str) -> str:
+    from streamlit.runtime.memory_media_file_storage import _calculate_file_id
+
+    return _calculate_file_id(text.encode(), "text/csv", f"lmviz-class-{code}.csv")
+
+
+def test_a_room_from_opening_to_the_second_vote_and_its_csv(store):
+    at = teacher()
+    code = open_room(at)
+    assert store.room(code).is_open and at.query_params[live.ROOM_PARAM] == code  # a reload keeps the room
+    page = [h.proto.body for h in at.get("html")]
+    assert any(f">{code}</div>" in body and "lmviz-code" in body for body in page)  # the code, big
+    link = live.join_link(code)
+    assert link.endswith(f"/join?room={code}") and "localhost" not in link and "127.0.0.1" not in link
+    assert any(html.escape(live.qr_svg(link)) in body and "lmviz-qr" in body for body in page)  # the link's QR
+    assert "0 phones have joined" in texts(at) and "Test it from your own phone" in texts(at)
+
+    # asked from the lesson: frozen with the page's link; the pinned numbers hidden while it is open
+    at.switch_page("app_pages/toy_example.py").run()
+    inputs = dict(at.query_params)
+    at.button(key=ASK).click().run()
+    asked = store.current(code)
+    assert (asked.lesson, asked.question.key, asked.vote) == (LESSON, QUESTION, 1)
+    assert asked.url_state == inputs and "toy_learning_rate" in inputs
+    assert at.session_state[chrome.HIDE_KEY] is True and at.query_params[chrome.HIDE_KEY] == "1"
+    assert {"Reveal", "Ask again", "Close"} <= set(labels(at))  # the teacher's buttons under the question
+
+    # two phones join by the link and answer; the teacher's page counts them, and under 5 shows the count only
+    phones = [phone(code), phone(code)]
+    for one, given in zip(phones, [f"{asked.question.answer:.5f}", "2"]):
+        assert not one.exception and asked.question.ask in [t.value for t in one.text]
+        answer_on(one, given)
+        assert "Sent — you can change it until the teacher closes the question." in said(one)
+    assert store.room(code).participants == 2
+    at.switch_page("app_pages/live_class.py").run()
+    assert "2 of 2 answered" in texts(at) and "2 phones have joined" in texts(at)
+    button(at, "Reveal").click().run()
+    assert store.asked(asked.id).revealed
+    assert not at.get("plotly_chart") and f"the chart shows from {MIN_SHOWN} answers on" in texts(at)
+
+    # three more phones, through the store: the distribution and the share right
+    for given in ("0.69", "0.7", "1.5"):
+        store.answer(asked.id, store.join(code), given)
+    at.run()
+    assert "5 of 5 answered" in texts(at) and len(at.get("plotly_chart")) == 1
+    first = store.aggregate(asked.id)
+    assert first.share_right == 3 / 5 and "Right: 60 % in the first vote." in texts(at)
+    assert csv_offered(at, code) == csv_id(store.aggregates_csv(code), code)
+
+    # a second vote, answered and revealed: both votes side by side; Close shows the page's numbers again
+    button(at, "Ask again").click().run()
+    second = store.current(code)
+    assert (second.number, second.vote) == (asked.number, 2) and not store.asked(asked.id).is_open
+    assert "2 of 5 answered" not in texts(at) and "0 of 5 answered" in texts(at)
+    phones[0].run()  # the phone shows the second vote, and sends its answer again
+    assert any("second vote" in m.value for m in phones[0].markdown)
+    answer_on(phones[0], "0.69315")
+    for given in ("0.69", "0.7", "0.69", "2"):
+        store.answer(second.id, store.join(code), given)
+    button(at, "Reveal").click().run()
+    bars = chart(at)
+    assert [trace["name"] for trace in bars] == ["First vote", "Second vote"]
+    assert [sum(trace["y"]) for trace in bars] == [5, 5] and any("✓ right" in x for x in bars[0]["x"])
+    assert "Right: 60 % in the first vote, then 80 % in the second vote." in texts(at)
+    button(at, "Close").click().run()
+    assert not store.asked(second.id).is_open and at.session_state[chrome.HIDE_KEY] is False
+    assert "Close" not in labels(at) and "Ask again" not in labels(at)
+    assert csv_offered(at, code) == csv_id(store.aggregates_csv(code), code)
+    csv = store.aggregates_csv(code)
+    assert csv.count(f"\n{asked.number},1,{LESSON},{QUESTION},") >= 3 and f"\n{asked.number},2," in csv
+
+    # the phones see the question closed, with what they sent
+    phones[0].run()
+    assert "The teacher has closed this question. Your answer: 0.69315." in said(phones[0])
+    phones[1].run()  # which did not answer the second vote
+    assert "The teacher has closed this question: wait for the next one." in said(phones[1])
+
+
+def test_a_choice_question_is_a_radio_on_the_phone_and_its_bars_mark_the_answer(store):
+    at = teacher()
+    code = open_room(at)
+    asked = store.ask(code, "sentence", PICKED, {})
+    one = phone(code)
+    assert one.radio(key=f"live-given-{asked.id}").options == list(PICKED.choices)
+    answer_on(one, "cat")
+    assert store.my_answer(asked.id, one.session_state[live.PHONE_TOKEN]) == "cat"
+    answer_on(one, "sat")  # the last answer from a phone wins
+    for given in ("cat", "cat", "the", "cat"):
+        store.answer(asked.id, store.join(code), given)
+    store.reveal(asked.id)
+    at.run()
+    (bars,) = chart(at)
+    assert bars["x"] == ["the", "cat<br><b>✓ right</b>", "sat"] and bars["y"] == [1, 3, 1]
+    assert bars["text"] == ["1", "3", "1"]  # each count written on its bar
+    assert "5 of 5 answered" in texts(at) and "Right: 60 % in the first vote." in texts(at)
+
+
+def test_a_reload_keeps_the_phones_token_and_its_answer(store):
+    code = store.open_room()
+    asked = store.ask(code, "sentence", PICKED, {})
+    first = phone(code)
+    token = first.query_params[live.TOKEN_PARAM]
+    assert token == first.session_state[live.PHONE_TOKEN] and first.query_params[live.ROOM_PARAM] == code
+    answer_on(first, "the")
+    again = phone(code, token)  # the same link, in a new session
+    assert again.session_state[live.PHONE_TOKEN] == token and store.room(code).participants == 1
+    assert again.radio(key=f"live-given-{asked.id}").value == "the"
+    assert "Sent — you can change it until the teacher closes the question." in said(again)
+
+
+def test_a_code_is_typed_on_the_join_page(store):
+    code = store.open_room()
+    at = phone()
+    at.text_input(key="live-code").set_value(f" {code.lower()[:2]} {code.lower()[2:]} ")  # as a phone may type it
+    button(at, "Join").click().run()
+    assert not at.exception and at.session_state[live.PHONE_ROOM] == code
+    assert "The teacher's question will show here: keep this page open." in said(at)
+
+
+@pytest.mark.parametrize("typed", ["ABC", "A0BCD", "ZZZZZ", ""])
+def test_a_wrong_code_is_one_sentence(store, typed):
+    at = phone()
+    at.text_input(key="live-code").set_value(typed)
+    button(at, "Join").click().run()
+    (sentence,) = said(at)
+    assert one_sentence(sentence) and not at.exception and live.PHONE_ROOM not in at.session_state
+
+
+def test_an_ended_class_and_a_wrong_code_in_the_link_are_one_sentence(store):
+    ended = store.open_room()
+    store.close_room(ended)
+    for code in (ended, "QQQQQ", "<b>x"):
+        at = phone(code)
+        (sentence,) = said(at)
+        assert one_sentence(sentence) and not at.exception
+        assert "Join" in labels(at)  # and the box to type another code
+    assert "has ended" in said(phone(ended))[0]
+
+
+def test_not_a_number_and_a_closed_question_are_one_sentence_each(store):
+    code = store.open_room()
+    asked = store.ask(code, LESSON, TYPED, {})
+    at = phone(code)
+    answer_on(at, "about a half")
+    (sentence,) = said(at)
+    assert one_sentence(sentence) and "not a number" in sentence and store.my_answer(
+        asked.id, at.session_state[live.PHONE_TOKEN]) is None
+    box = at.text_input(key=f"live-given-{asked.id}")
+    store.close_question(asked.id)  # the teacher closes it while the phone still shows its box
+    box.set_value("0.69")
+    button(at, "Send").click().run()
+    sentences = said(at)
+    assert any(one_sentence(s) and "closed this question" in s and "no more" in s for s in sentences), sentences
+
+
+def test_after_a_minute_with_nobody_joined_the_page_says_what_to_do(store):
+    code = store.open_room(now=time.time() - 2 * live.NOBODY_AFTER_S)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.query_params[live.ROOM_PARAM] = code  # the Live class page's own link: a reload keeps the room
+    at.switch_page("app_pages/live_class.py").run()
+    (sentence,) = [s for s in said(at) if "Nobody has joined" in s]
+    assert one_sentence(sentence) and "client isolation" in sentence and "hotspot" in sentence
+    assert "hosted lmviz" in sentence
+    store.join(code)
+    at.run()
+    assert not [s for s in said(at) if "Nobody has joined" in s]
+
+
+def test_a_public_server_takes_the_teacher_key_and_drops_it_from_the_address(store, monkeypatch):
+    monkeypatch.setenv("LMVIZ_ALLOWED_MODELS", "lmviz/tiny-gpt")  # a public deployment
+    at = teacher()
+    assert "Open a room" not in labels(at) and any("LMVIZ_LIVE_KEY" in s for s in said(at))
+    monkeypatch.setenv("LMVIZ_LIVE_KEY", "correct horse")
+    for given, allowed in (("wrong", False), ("correct horse", True)):
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params[live.KEY_PARAM] = given
+        at.run()
+        assert live.KEY_PARAM not in at.query_params  # gone from the address bar at once, on whichever page
+        at.switch_page("app_pages/live_class.py").run()
+        assert ("Open a room" in labels(at)) == allowed, said(at)
+        assert live.KEY_PARAM not in at.query_params
+    # a phone on the same server cannot open a room, and joins as any phone does
+    assert phone(store.open_room()).session_state[live.PHONE_TOKEN]
+
+
+def test_live_off_turns_the_pages_and_the_ask_button_off(store, monkeypatch):
+    at = teacher()
+    open_room(at)
+    monkeypatch.setenv("LMVIZ_LIVE", "off")
+    at.run()
+    assert "Open a room" not in labels(at) and any("LMVIZ_LIVE=off" in s for s in said(at))
+    at.switch_page("app_pages/toy_example.py").run()
+    assert not any(b.key == ASK for b in at.button)
+    one = phone("ABCDE")
+    assert any("LMVIZ_LIVE=off" in s for s in said(one)) and "Join" not in labels(one)
+
+
+def test_the_join_page_is_routable_but_in_no_navigation_and_draws_no_lesson_chrome(store):
+    source = Path(APP).read_text()
+    assert 'url_path="join"' in source and 'visibility="hidden"' in source
+    at = phone()
+    assert not at.exception and not at.toggle  # no presentation or hide-the-numbers switch on a phone
+    assert any(live.PHONE_CSS == h.proto.body for h in at.get("html"))
+
+
+PICKED = Question("which", "Which token did the model find most surprising?", "cat", "Its loss is the highest.",
+                  "Look at the loss column.", choices=("the", "cat", "sat"))
+TYPED = Question("loss", "What is −log 0.5?", 0.6931471805599453, "−log 0.5 = log 2.", "It is log 2.", digits=2)
