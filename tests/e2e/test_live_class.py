@@ -1,0 +1,160 @@
+"""A live class in real browsers: a projector (1280×720, presentation mode) opens a room, two phones (390×844) join
+by the QR code's link, the teacher asks a lesson's question from its page, both phones answer, the projector shows
+the count only until 5 have answered (3 more phones are made through the store, as a room would), the chart once
+revealed, a second vote beside the first, and Close. The projector's numbers are the store's, the teacher key
+leaves the address bar, and the join page fits a phone without scrolling sideways."""
+
+import re
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from playwright.sync_api import expect
+
+from lmviz.app.live import KEY_PARAM
+from lmviz.live.store import Store
+from scripts.live_server import environment_set, running_server
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle
+
+PHONE = {"width": 390, "height": 844}
+PROJECTOR = {"width": 1280, "height": 720}
+POLL_MS = 15_000  # the pages poll every 2 s; a loaded 2-core machine may take a few polls to show a change
+CHART = ".st-key-live-question .js-plotly-plot"  # the room's answers (a lesson has charts of its own)
+SIDEWAYS = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
+
+@pytest.fixture(scope="module")
+def live_server(chromium_path, tmp_path_factory):
+    """lmviz with a store of the test's own, which the test reads and adds phones to directly."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('live') / 'live.sqlite3'}"
+    with environment_set({"LMVIZ_LIVE_DB": url, "LMVIZ_WARM_START": "0"}), \
+            running_server(ARTIFACTS.parent / "streamlit-live.log") as address, Store(url) as store:
+        yield address, store
+
+
+def tab_of(browser, viewport: dict, **options):
+    context = browser.new_context(viewport=viewport, **options)
+    return context, context.new_page()
+
+
+def answered(tab) -> str:
+    return tab.get_by_text(re.compile(r"^\d+ of \d+ answered$")).first.inner_text()
+
+
+def send(phone, given: str) -> None:
+    """An answer typed (or picked), left a poll's time before Send, as a student takes theirs."""
+    expect(phone.get_by_role("button", name="Send")).to_be_visible(timeout=POLL_MS)  # the form drawn
+    box = phone.get_by_label("Your answer (a number)")
+    if box.count():
+        box.fill(given)
+    else:
+        phone.get_by_text(given, exact=True).click()
+    phone.wait_for_timeout(2500)  # the page polls meanwhile: what was typed must survive it
+    phone.get_by_role("button", name="Send").click()
+    expect(phone.get_by_text("Sent — you can change it until the teacher closes the question.")).to_be_visible(
+        timeout=POLL_MS)
+
+
+def test_a_room_on_a_projector_and_two_phones(browser, live_server):
+    server, store = live_server
+    _, projector = tab_of(browser, PROJECTOR)
+    projector.goto(f"{server}/live-class?present=1&{KEY_PARAM}=any")
+    settle(projector)
+    assert KEY_PARAM not in urlsplit(projector.url).query  # the teacher key leaves the address bar at once
+    projector.get_by_role("button", name="Open a room").click()
+    code_box = projector.locator(".lmviz-code").first
+    expect(code_box).to_be_visible(timeout=POLL_MS)
+    code = code_box.inner_text().strip()
+    assert store.room(code).is_open
+    image = projector.locator(".lmviz-qr img").first
+    qr = image.bounding_box()
+    assert qr["height"] >= 0.5 * PROJECTOR["height"] and qr["y"] + qr["height"] <= PROJECTOR["height"], qr
+    modules = int(re.search(r"viewBox='0 0 (\d+) ", unquote(image.get_attribute("src"))).group(1))
+    assert qr["width"] / modules >= 9  # px a module, its quiet zone included: scanned from the back of a room
+    big = projector.evaluate("parseFloat(getComputedStyle(document.querySelector('.lmviz-code')).fontSize)")
+    assert big >= 100  # px: the code is read from the back too
+    link = re.search(r"open (\S+) and the code", projector.get_by_text("Scan the QR code").inner_text()).group(1)
+    assert urlsplit(link).hostname not in ("localhost", "127.0.0.1") and link.endswith(f"/join?room={code}")
+    projector.screenshot(path=str(ARTIFACTS / "live-class-room.png"))
+
+    # two phones join by the link (on this machine the server listens on loopback: the link's path and query)
+    phones = []
+    for _ in range(2):
+        _, phone = tab_of(browser, PHONE, is_mobile=True, has_touch=True)
+        phone.goto(f"{server}{urlsplit(link).path}?{urlsplit(link).query}")
+        expect(phone.get_by_text(f"You are in the class {code}.")).to_be_visible(timeout=60_000)
+        assert phone.evaluate(SIDEWAYS) <= 0
+        phones.append(phone)
+    expect(projector.get_by_text("2 phones have joined.")).to_be_visible(timeout=POLL_MS)
+
+    # the teacher goes to a lesson (the sidebar, in the same session) and asks its first question
+    projector.locator("[data-testid='stExpandSidebarButton']").click()
+    projector.locator("[data-testid='stSidebarNav']").get_by_role("link", name="Toy example").click()
+    settle(projector)
+    projector.locator("[data-testid='stSidebarCollapseButton'] button").click()  # the projector shows the lesson
+    ask = projector.get_by_role("button", name="Ask the room").first
+    ask.scroll_into_view_if_needed()
+    ask.click()
+    expect(projector.get_by_text("0 of 2 answered")).to_be_visible(timeout=POLL_MS)
+    expect(projector).to_have_url(re.compile(r"[?&]hide=1"))  # the pinned numbers hidden while it is open
+    asked = store.current(code)
+    assert (asked.lesson, asked.question.key, asked.vote) == ("toy", "nll", 1)
+
+    # both phones see it and answer; the projector counts them, and shows no chart under 5 answers
+    for phone, given in zip(phones, [f"{asked.question.answer:.5f}", "2"]):
+        expect(phone.get_by_text(asked.question.ask)).to_be_visible(timeout=POLL_MS)
+        assert phone.evaluate(SIDEWAYS) <= 0
+        send(phone, given)
+    phones[0].screenshot(path=str(ARTIFACTS / "live-class-phone.png"))
+    expect(projector.get_by_text("2 of 2 answered")).to_be_visible(timeout=POLL_MS)
+    projector.get_by_role("button", name="Reveal").click()
+    expect(projector.get_by_text("the chart shows from 5 answers on", exact=False)).to_be_visible(timeout=POLL_MS)
+    assert projector.locator(CHART).count() == 0
+
+    # three more phones, through the store: the chart, and the share right, as the store counts them
+    others = [store.join(code) for _ in range(3)]
+    for token, given in zip(others, ("0.69", "0.7", "1.5")):
+        store.answer(asked.id, token, given)
+    expect(projector.get_by_text("5 of 5 answered")).to_be_visible(timeout=POLL_MS)
+    first = store.aggregate(asked.id)
+    expect(projector.get_by_text(f"Right: {round(100 * first.share_right)} % in the first vote.")).to_be_visible(
+        timeout=POLL_MS)
+    chart = projector.locator(CHART).first
+    expect(chart).to_be_visible(timeout=POLL_MS)
+    assert bar_counts(projector) == [[c.count for c in first.counts]]
+    chart.scroll_into_view_if_needed()
+    projector.screenshot(path=str(ARTIFACTS / "live-class-first-vote.png"))
+
+    # a second vote: the same five answer again; both votes side by side
+    projector.get_by_role("button", name="Ask again").click()
+    expect(projector.get_by_text("0 of 5 answered")).to_be_visible(timeout=POLL_MS)
+    second = store.current(code)
+    for phone, given in zip(phones, [f"{asked.question.answer:.5f}", "0.69"]):
+        expect(phone.get_by_text("second vote", exact=False)).to_be_visible(timeout=POLL_MS)
+        send(phone, given)
+    for token, given in zip(others, ("0.69", "0.7", "2")):
+        store.answer(second.id, token, given)
+    expect(projector.get_by_text("5 of 5 answered")).to_be_visible(timeout=POLL_MS)
+    projector.get_by_role("button", name="Reveal").click()
+    again = store.aggregate(second.id)
+    share = (f"Right: {round(100 * first.share_right)} % in the first vote, then "
+             f"{round(100 * again.share_right)} % in the second vote.")
+    expect(projector.get_by_text(share)).to_be_visible(timeout=POLL_MS)
+    counts = bar_counts(projector)
+    assert [sum(c) for c in counts] == [first.answered, again.answered] == [5, 5]
+    assert answered(projector) == f"{again.answered} of {store.room(code).participants} answered"
+    projector.locator(CHART).first.scroll_into_view_if_needed()
+    projector.screenshot(path=str(ARTIFACTS / "live-class-second-vote.png"))
+
+    # Close: the phones are told, with what they sent; the pinned numbers show again
+    projector.get_by_role("button", name="Close").click()
+    expect(phones[1].get_by_text("The teacher has closed this question. Your answer: 0.69.")).to_be_visible(
+        timeout=POLL_MS)
+    assert not store.asked(second.id).is_open
+    expect(projector).not_to_have_url(re.compile(r"[?&]hide=1"), timeout=POLL_MS)
+    for tab in (projector, *phones):
+        assert_no_error(tab)
+
+
+def bar_counts(tab) -> list[list[int]]:
+    """Each vote's bar heights, as the chart on screen holds them (Plotly keeps its data on the element)."""
+    return tab.evaluate(f"[...document.querySelector('{CHART}').data].map(t => t.y.filter(y => y > 0))")
