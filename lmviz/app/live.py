@@ -190,7 +190,7 @@ ROOM_CSS = """<style>
   line-height: 1.1; font-size: 5.5rem; }
 .lmviz-code.small { font-size: 2.5rem; }
 .lmviz-qr { width: min(100%, 58vh); aspect-ratio: 1; }
-.lmviz-qr.small { width: min(100%, 22vh); }
+.lmviz-qr.small { width: min(100%, 24vh); }
 .lmviz-qr img { width: 100%; height: 100%; display: block; image-rendering: pixelated; }
 </style>"""
 
@@ -275,8 +275,9 @@ def _said_problem() -> None:
 
 @st.fragment(run_every=POLL_S)
 def room_view(code: str) -> None:
-    """The room live: its code and QR code, the phones in it, and the question asked with its answers. The QR code
-    is large until a question is asked, then small beside the code, for the latecomers."""
+    """The room live. Until a question is asked: its code and QR code large, the phones in it, how to join. Then
+    the question and its answers take the screen, under one line with the code, and the QR code is small at the
+    bottom, for the latecomers."""
     store = live_store()
     room, asked = store.room(code), store.current(code)
     if room is None or not room.is_open:
@@ -284,33 +285,40 @@ def room_view(code: str) -> None:
         return
     st.html(ROOM_CSS)
     link = join_link(code)
-    small = asked is not None
-    left, right = st.columns([3, 2] if not small else [4, 1])
-    with left:
-        _room_code(code, small)
-        _joining(room, link)
-    with right:
-        if link:
-            _qr(link, small)
-    st.divider()
     if asked is None:
+        left, right = st.columns([3, 2])
+        with left:
+            _room_code(code, small=False)
+            _joining(room, link)
+        with right:
+            if link:
+                _qr(link, small=False)
         st.info("No question asked yet: press “Ask the room” beside a check-yourself question on a lesson's page.",
                 icon=":material/help:")
         return
+    left, right = st.columns([1, 3], vertical_alignment="center")
+    with left:
+        _room_code(code, small=True)
+    right.markdown(f"{_phones(room)} joined" + (f": `{link}`" if link else "."))  # a link has no backtick
     st.markdown(f"**Question {asked.number}**, from {escape_markdown(lesson_title(asked.lesson))}:")
     st.text(asked.question.ask)
     question_view(store, asked, room)
+    if link:
+        _qr(link, small=True)
+
+
+def _phones(room: Room) -> str:
+    return "1 phone has" if room.participants == 1 else f"{room.participants} phones have"
 
 
 def _joining(room: Room, link: str | None) -> None:
     """How to join, how many have, and what to do when nobody can."""
-    phones = "1 phone has" if room.participants == 1 else f"{room.participants} phones have"
-    st.markdown(f"**{phones} joined.**")
+    st.markdown(f"**{_phones(room)} joined.**")
     if link is None:
         show_problem(f"lmviz found no network address on this computer: connect it to the classroom's network, or "
                      f"set {PUBLIC_URL_VARIABLE} to the address the phones reach lmviz at.")
         return
-    st.markdown(f"Scan the QR code, or open `{link}` and the code is filled in.")  # a link has no backtick
+    st.markdown(f"Scan the QR code, or open `{link}` and the code is filled in.")
     if listening_on_loopback_only() and not os.environ.get(PUBLIC_URL_VARIABLE):
         show_problem("This server listens on this computer only, so phones cannot reach it: start lmviz with "
                      "--server.address 0.0.0.0 (scripts/serve does), or set LMVIZ_PUBLIC_URL to an address they can.")
