@@ -226,7 +226,7 @@ def teacher_page() -> None:
         return
     if code is None:
         st.button("Open a room", type="primary", icon=":material/meeting_room:", on_click=_open_room)
-        _said_problem()
+        said_problem()
         return
     if st.query_params.get(ROOM_PARAM) != code:  # a reload of this page keeps the room
         st.query_params[ROOM_PARAM] = code
@@ -267,7 +267,8 @@ def _end_room(code: str) -> None:
     hide_numbers(False)
 
 
-def _said_problem() -> None:
+def said_problem() -> None:
+    """The sentence a live-class button's callback left for this run (a callback runs before the page is drawn)."""
     problem = st.session_state.pop(PROBLEM, None)
     if problem:
         show_problem(problem)
@@ -443,7 +444,7 @@ def _teacher_buttons(store: Store, asked: Asked) -> None:
         store.close_question(asked.id)
         hide_numbers(False)
         st.rerun()
-    _said_problem()
+    said_problem()
 
 
 # "Ask the room", beside each check-yourself question (lmviz.app.path)
@@ -463,11 +464,6 @@ def _ask_room(code: str, lesson: str, question: quiz.Question) -> None:
         st.session_state[PROBLEM] = str(problem)
         return
     hide_numbers()
-
-
-def said_problem() -> None:
-    """The sentence a live-class button's callback left, if any."""
-    _said_problem()
 
 
 # The phone's page
@@ -525,7 +521,7 @@ def _join_form() -> None:
         st.text_input(f"The class's code: the {CODE_LENGTH} letters and digits on the projector", key="live-code",
                       max_chars=20, autocomplete="off")
         st.form_submit_button("Join", type="primary", on_click=_join_typed)
-    _said_problem()
+    said_problem()
 
 
 def _join_typed() -> None:
@@ -559,7 +555,7 @@ def phone_view(code: str, token: str) -> None:
     st.markdown(f"**Question {asked.number}**" + (" (second vote: talk it over with your neighbours, then answer "
                                                    "again)" if asked.vote == 2 else ""))
     st.text(asked.question.ask)
-    _said_problem()  # an answer refused (the question closed as it was sent, not a number) says why
+    said_problem()  # an answer refused (the question closed as it was sent, not a number) says why
     mine = store.my_answer(asked.id, token)
     if asked.is_open:
         _answer_form(asked, token, mine)
