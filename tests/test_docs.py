@@ -315,3 +315,19 @@ def test_the_class_plans_next_sentence_example_is_what_the_page_shows_offline():
     [(name, other_name)] = [(x, y) for x, y in zip(first, second) if x != y]  # "only the name differs"
     characters = a.split()[:3:2]  # "ben and umar went to ...": A's two characters
     assert len(first) == len(second) and name in characters and other_name not in a.split()
+
+
+def test_the_live_class_page_states_the_stores_own_limits():
+    """docs/teachers/live-class.md's figures are the constants lmviz.live and lmviz.app.live run with."""
+    from lmviz.app.live import NOBODY_AFTER_S
+    from lmviz.live import codes, store
+
+    text = " ".join(page("teachers/live-class.md").split())
+    assert f"With fewer than {store.MIN_SHOWN} answers only the count is shown" in text
+    assert f"{store.MAX_PARTICIPANTS} phones in a room, {store.MAX_OPEN_ROOMS} open rooms on one server" in text
+    assert f"a room idle for {store.IDLE_HOURS:g} hours is closed" in text
+    assert f"`LMVIZ_LIVE_KEEP_HOURS` hours ({store.KEEP_HOURS:g} by default)" in text
+    assert NOBODY_AFTER_S == 60 and "a minute after the room opened" in text
+    assert len(codes.new_code()) == codes.CODE_LENGTH == 5 and "code (5 characters, with no 0, O, 1, I or L" in text
+    assert not set("01OIL") & set(codes.ALPHABET)
+    assert "a random token of 128 bits" in text and codes.TOKEN_BYTES * 8 == 128

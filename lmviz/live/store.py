@@ -39,6 +39,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from lmviz.core.numbers import fmt
+from lmviz.core.text import spreadsheet_safe
 from lmviz.course.quiz import Question, Verdict, check, read_number
 from lmviz.live.codes import LiveProblem, WrongCode, is_token, new_code, new_token, normalise_code
 
@@ -639,12 +640,14 @@ class Store:
             if result is None:  # deleted between the two reads
                 continue
             asked = result.asked
-            start = [asked.number, asked.vote, asked.lesson, asked.question.key, asked.question.ask]
+            # the question and a choice may quote a token a student typed: a spreadsheet must not run it as a formula
+            start = [asked.number, asked.vote, asked.lesson, asked.question.key, spreadsheet_safe(asked.question.ask)]
             share = "" if result.share_right is None else f"{result.share_right:.4f}"
             if not result.shown:
                 writer.writerow([*start, f"fewer than {MIN_SHOWN} answers: not shown", "", "", result.answered, ""])
             for count in result.counts:
-                writer.writerow([*start, count.answer, count.count, count.right, result.answered, share])
+                writer.writerow([*start, spreadsheet_safe(count.answer), count.count, count.right, result.answered,
+                                 share])
         return out.getvalue()
 
     # sentences

@@ -310,6 +310,22 @@ def test_the_aggregates_download_as_csv_per_question_and_vote(store):
     assert rows[0]["key"] == "which" and rows[0]["lesson"] == "next_token" and rows[0]["asked"] == PICKED.ask
 
 
+def test_a_csv_cell_a_spreadsheet_would_run_is_written_as_text(store):
+    """A choice can be a token a student typed ("=1+1", "@SUM(A1)"): the CSV writes it with a leading ', and
+    typed numbers, "-0.5" among them, as numbers."""
+    formula = Question("which", "=HYPERLINK(\"x\") which token?", "=1+1", "r.", "h.", choices=("=1+1", "@SUM(A1)", "a"))
+    code, tokens, asked = room_with(store, 5, question=formula)
+    for token, given in zip(tokens, ["=1+1", "=1+1", "@SUM(A1)", "a", "a"]):
+        store.answer(asked.id, token, given, now=T0)
+    rows = list(csv.DictReader(io.StringIO(store.aggregates_csv(code))))
+    assert [r["answer"] for r in rows] == ["'=1+1", "'@SUM(A1)", "a"]
+    assert rows[0]["asked"] == "'" + formula.ask
+    code, tokens, asked = room_with(store, 5, question=TYPED)
+    for token in tokens:
+        store.answer(asked.id, token, "-0.5", now=T0)
+    assert [r["answer"] for r in csv.DictReader(io.StringIO(store.aggregates_csv(code)))] == ["-0.50"]
+
+
 # keeping and deleting
 
 
