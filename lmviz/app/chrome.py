@@ -104,7 +104,8 @@ FIRST_VISIT_CODE = "first-visit-code"  # hidden elements whose code the browser 
 # While a run is under way (the app's data-test-script-state), the panel says so in words on its lower edge at the
 # right, over none of its numbers, and the numbers the run has not yet replaced are struck through: Streamlit only
 # fades them, and from the back of the room a faded old loss reads as the answer. The words wait WORKING_AFTER_S,
-# so that a quick run does not flash them.
+# so that a quick run does not flash them, and show only while a number of the panel is stale: a fragment's run
+# (the live class's poll, every 2 s) leaves the panel as it is, and must not put the words over the page.
 # On a phone Streamlit stacks columns, one metric per line: the panel took 510 of a phone's 844 px. Below
 # PHONE_PX its numbers go two to a line, smaller.
 # Streamlit wraps the container in a stLayoutWrapper of the same height, so that wrapper is what sticks;
@@ -133,7 +134,8 @@ PAGE_CSS = f"""<style>
 #{DEFINITION} button {{ margin-left: 1.5rem; font: inherit; color: inherit; background: none; cursor: pointer;
   border: 1px solid currentColor; border-radius: 0.3rem; padding: 0 0.6rem; }}
 .st-key-{FIRST_VISIT_CODE} {{ display: none; }}
-[data-test-script-state="running"] .st-key-{RESULT_PANEL}::after {{ content: "{WORKING}"; position: absolute;
+[data-test-script-state="running"] .st-key-{RESULT_PANEL}:has([data-stale="true"])::after {{ content: "{WORKING}";
+  position: absolute;
   bottom: -1.3rem; right: 0; padding: 0.1rem 0.6rem; border: 2px dashed #31333f; border-radius: 0.4rem;
   background: #fff8d6; color: #31333f; font-weight: 600; opacity: 0;
   animation: lmviz-working 0s {WORKING_AFTER_S}s forwards; }}

@@ -380,10 +380,16 @@ def _question_view(store: Store, asked: Asked, room: Room) -> None:
         st.markdown(f"{_answers(answered)} so far: the chart shows from {MIN_SHOWN} answers on, so that no bar can "
                     "point at one student.")
     else:
-        shown = [r for r in results if r.shown]
-        _results_chart(shown)
-        st.markdown("**Right: " + ", then ".join(f"{_percent(r.share_right)} in {_vote_name(r.asked)}"
-                                                   for r in shown) + ".**")
+        # Peer instruction: the room sees how it voted, then talks and votes again; which answer is right is shown
+        # only once the vote is closed, or the second vote would follow the mark, not the argument.
+        shown, closed = [r for r in results if r.shown], not asked.is_open
+        _results_chart(shown, mark_answer=closed)
+        if closed:
+            st.markdown("**Right: " + ", then ".join(f"{_percent(r.share_right)} in {_vote_name(r.asked)}"
+                                                       for r in shown) + ".**")
+        else:
+            st.caption("Which answer is right is shown once you Close the question: if the room is split, let "
+                       "neighbours convince each other and Ask again first.")
     _teacher_buttons(store, asked)
 
 
@@ -406,7 +412,8 @@ def _vote_name(asked: Asked) -> str:
     return "the second vote" if asked.vote == 2 else "the first vote"
 
 
-def _results_chart(shown: list[Aggregate]) -> None:
+def _results_chart(shown: list[Aggregate], mark_answer: bool) -> None:
+    """The votes' bars; the right answer named in the title and marked under its bars only with ``mark_answer``."""
     from lmviz.figures.votes import Bar, vote_bars
 
     question = shown[-1].asked.question
@@ -414,11 +421,13 @@ def _results_chart(shown: list[Aggregate]) -> None:
         answers = list(question.choices)
     else:  # the typed numbers' bins of every vote shown, in increasing order
         answers = sorted({c.answer for r in shown for c in r.counts}, key=float)
-    votes = [(_vote_name(r.asked).removeprefix("the ").capitalize(), [Bar(c.answer, c.count, c.right)
-                                                                        for c in r.counts]) for r in shown]
-    title = (f"How the room answered (the answer: {question.shown_answer}"
-             + ("" if question.choices or question.is_count else f", right within ±{question.tolerance:g}") + ")")
-    right = {question.answer} if question.choices else set()
+    votes = [(_vote_name(r.asked).removeprefix("the ").capitalize(),
+              [Bar(c.answer, c.count, c.right if mark_answer else 0) for c in r.counts]) for r in shown]
+    title = "How the room answered"
+    if mark_answer:
+        title += (f" (the answer: {question.shown_answer}"
+                  + ("" if question.choices or question.is_count else f", right within ±{question.tolerance:g}") + ")")
+    right = {question.answer} if question.choices and mark_answer else set()
     st.plotly_chart(vote_bars(votes, answers, right, title, chart_font_px(), height=330 if presenting() else 300),
                     config={"displayModeBar": False})
 

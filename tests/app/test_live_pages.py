@@ -71,6 +71,11 @@ def chart(at: AppTest) -> list[dict]:
     return json.loads(element.proto.spec)["data"]
 
 
+def chart_title(at: AppTest) -> str:
+    (element,) = at.get("plotly_chart")
+    return json.loads(element.proto.spec)["layout"]["title"]["text"]
+
+
 def texts(at: AppTest) -> str:
     return "\n".join([unescaped(m.value) for m in at.markdown] + [s.value for s in at.subheader]
                      + [c.value for c in at.caption] + [t.value for t in at.text])
@@ -157,7 +162,8 @@ def test_a_room_from_opening_to_the_second_vote_and_its_csv(store):
     at.run()
     assert "5 of 5 answered" in texts(at) and len(at.get("plotly_chart")) == 1
     first = store.aggregate(asked.id)
-    assert first.share_right == 3 / 5 and "Right: 60 % in the first vote." in texts(at)
+    assert first.share_right == 3 / 5 and not any("Right:" in t for t in texts(at))  # not while the vote is open
+    assert not any("✓" in x for x in chart(at)[0]["x"]) and chart_title(at) == "How the room answered"
     assert csv_offered(at, code) == csv_id(store.aggregates_csv(code), code)
 
     # a second vote, answered and revealed: both votes side by side; Close shows the page's numbers again
@@ -173,9 +179,11 @@ def test_a_room_from_opening_to_the_second_vote_and_its_csv(store):
     button(at, "Reveal").click().run()
     bars = chart(at)
     assert [trace["name"] for trace in bars] == ["First vote", "Second vote"]
-    assert [sum(trace["y"]) for trace in bars] == [5, 5] and any("✓ right" in x for x in bars[0]["x"])
-    assert "Right: 60 % in the first vote, then 80 % in the second vote." in texts(at)
+    assert [sum(trace["y"]) for trace in bars] == [5, 5] and not any("✓" in x for x in bars[0]["x"])
     button(at, "Close").click().run()
+    assert any("✓ right" in x for x in chart(at)[0]["x"])  # closed: the right answer is marked, and its share
+    assert f"the answer: {asked.question.shown_answer}" in chart_title(at)
+    assert "Right: 60 % in the first vote, then 80 % in the second vote." in texts(at)
     assert not store.asked(second.id).is_open and at.session_state[chrome.HIDE_KEY] is False
     assert "Close" not in labels(at) and "Ask again" not in labels(at)
     assert csv_offered(at, code) == csv_id(store.aggregates_csv(code), code)
@@ -201,6 +209,10 @@ def test_a_choice_question_is_a_radio_on_the_phone_and_its_bars_mark_the_answer(
     for given in ("cat", "cat", "the", "cat"):
         store.answer(asked.id, store.join(code), given)
     store.reveal(asked.id)
+    at.run()
+    (bars,) = chart(at)
+    assert bars["x"] == ["the", "cat", "sat"] and bars["y"] == [1, 3, 1]  # the vote open: no answer marked
+    store.close_question(asked.id)
     at.run()
     (bars,) = chart(at)
     assert bars["x"] == ["the", "cat<br><b>✓ right</b>", "sat"] and bars["y"] == [1, 3, 1]

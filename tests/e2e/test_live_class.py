@@ -116,8 +116,9 @@ def test_a_room_on_a_projector_and_two_phones(browser, live_server):
         store.answer(asked.id, token, given)
     expect(projector.get_by_text("5 of 5 answered")).to_be_visible(timeout=POLL_MS)
     first = store.aggregate(asked.id)
-    expect(projector.get_by_text(f"Right: {round(100 * first.share_right)} % in the first vote.")).to_be_visible(
-        timeout=POLL_MS)
+    # the vote open: how the room voted, not yet which answer is right (peer instruction's second vote comes first)
+    expect(projector.get_by_text("Which answer is right is shown once you Close the question",
+                                 exact=False)).to_be_visible(timeout=POLL_MS)
     chart = projector.locator(CHART).first
     expect(chart).to_be_visible(timeout=POLL_MS)
     assert bar_counts(projector) == [[c.count for c in first.counts]]
@@ -136,17 +137,21 @@ def test_a_room_on_a_projector_and_two_phones(browser, live_server):
     expect(projector.get_by_text("5 of 5 answered")).to_be_visible(timeout=POLL_MS)
     projector.get_by_role("button", name="Reveal").click()
     again = store.aggregate(second.id)
-    share = (f"Right: {round(100 * first.share_right)} % in the first vote, then "
-             f"{round(100 * again.share_right)} % in the second vote.")
-    expect(projector.get_by_text(share)).to_be_visible(timeout=POLL_MS)
+    expect(projector.locator(CHART).first).to_be_visible(timeout=POLL_MS)
     counts = bar_counts(projector)
     assert [sum(c) for c in counts] == [first.answered, again.answered] == [5, 5]
     assert answered(projector) == f"{again.answered} of {store.room(code).participants} answered"
     projector.locator(CHART).first.scroll_into_view_if_needed()
     projector.screenshot(path=str(ARTIFACTS / "live-class-second-vote.png"))
 
-    # Close: the phones are told, with what they sent; the pinned numbers show again
+    # Close: the right answer and each vote's share right; the phones are told, with what they sent; the pinned
+    # numbers show again
     projector.get_by_role("button", name="Close").click()
+    share = (f"Right: {round(100 * first.share_right)} % in the first vote, then "
+             f"{round(100 * again.share_right)} % in the second vote.")
+    expect(projector.get_by_text(share)).to_be_visible(timeout=POLL_MS)
+    projector.locator(CHART).first.scroll_into_view_if_needed()
+    projector.screenshot(path=str(ARTIFACTS / "live-class-closed.png"))
     expect(phones[1].get_by_text("The teacher has closed this question. Your answer: 0.69.")).to_be_visible(
         timeout=POLL_MS)
     assert not store.asked(second.id).is_open
