@@ -13,6 +13,7 @@ import numbers
 from dataclasses import dataclass
 
 from lmviz.core.numbers import fmt
+from lmviz.core.text import quotable
 from lmviz.errors import LearnerError
 
 # One rule for every typed answer, and the caption above each page's questions (tolerance_rule) is written from
@@ -112,7 +113,7 @@ def read_number(typed: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise NotANumber(f"“{typed.strip()[:40]}” is not a number: type digits, for example 0.69.") from None
+        raise NotANumber(f"“{quotable(typed.strip()[:40])}” is not a number: type digits, for example 0.69.") from None
     if not math.isfinite(value):
         raise NotANumber("Type a finite number: every answer here is one.")
     return value

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import secrets
 
+from lmviz.core.text import quotable
 from lmviz.errors import LearnerError
 
 ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # digits and capitals without 0/O and 1/I/L
@@ -41,7 +42,7 @@ def normalise_code(typed: str) -> str:
     code = re.sub(r"[\s\-–—]", "", typed or "").upper()
     if not code:
         raise WrongCode(f"Type the class's code first: the {CODE_LENGTH} characters on the projector.")
-    shown = (typed or "").strip()[:20]
+    shown = quotable((typed or "").strip()[:20])  # a right-to-left override would reorder the sentence
     wrong = sorted(set(code) & set(LOOK_ALIKES))
     if wrong:
         raise WrongCode(f"“{shown}” has {' and '.join(wrong)} in it, which a class's code never has "

@@ -5,6 +5,7 @@ through the store directly, as a room of phones would. tests/e2e/test_live_class
 import ast
 import html
 import json
+import re
 import subprocess
 import sys
 import time
@@ -14,9 +15,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lmviz.app import chrome, live
-from lmviz.course.quiz import Question
+from lmviz.course.quiz import NotANumber, Question, read_number
 from lmviz.live.store import MIN_SHOWN, Store
-from tests.helpers import APP, one_sentence, unescaped
+from tests.helpers import APP, BAD_INPUTS, one_sentence, unescaped
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON, QUESTION = "toy", "nll"  # Toy example's first question: a typed number, on a page that loads no model
@@ -332,3 +333,49 @@ def test_the_join_page_is_routable_but_in_no_navigation_and_draws_no_lesson_chro
 PICKED = Question("which", "Which token did the model find most surprising?", "cat", "Its loss is the highest.",
                   "Look at the loss column.", choices=("the", "cat", "sat"))
 TYPED = Question("loss", "What is −log 0.5?", 0.6931471805599453, "−log 0.5 = log 2.", "It is log 2.", digits=2)
+
+
+# the hostile inputs' markup, where it would still be live: not preceded by Markdown's escaping backslash
+LIVE_MARKUP = [re.compile(p) for p in (r"(?<!\\)<script", r"(?<!\\)<img", r"(?<!\\)\*(?<!\\)\*bold", r"(?<!\\)\$x\^2",
+                                       r"(?<!\\):red\[", "\u202e")]
+JOIN_CASES = [c for c in BAD_INPUTS if c["case"] != "lone surrogate"]  # a browser cannot send one
+
+
+@pytest.mark.parametrize("case", JOIN_CASES, ids=[c["case"] for c in JOIN_CASES])
+def test_every_bad_input_in_the_join_pages_boxes_is_one_sentence(store, case):
+    """tests/data/bad_inputs.jsonl through the phone's two boxes, the class's code and a typed answer: each gives
+    one sentence (or, for the answer, is taken as the number it is), never a traceback or live markup, and nothing
+    that is not an answer is stored."""
+    text = case["text"]
+    at = phone()
+    at.text_input(key="live-code").set_value(text[:100])
+    button(at, "Join").click().run()
+    assert not at.exception and live.PHONE_ROOM not in at.session_state
+    (sentence,) = said(at)
+    assert one_sentence(unquoted(sentence)) and not any(p.search(s) for s in markdown_of(at) for p in LIVE_MARKUP)
+
+    code = store.open_room()
+    asked = store.ask(code, LESSON, TYPED, {})
+    at = phone(code)
+    answer_on(at, text[:100])
+    assert not at.exception
+    stored = store.my_answer(asked.id, at.session_state[live.PHONE_TOKEN])
+    try:
+        number = read_number(text[:100])
+    except NotANumber:
+        (sentence,) = said(at)
+        assert one_sentence(unquoted(sentence)) and stored is None
+    else:
+        assert stored is not None and float(stored) == number
+    assert not any(p.search(s) for s in markdown_of(at) for p in LIVE_MARKUP)
+
+
+def markdown_of(at: AppTest) -> list[str]:
+    """Every text the page handed to Markdown, raw (escaped markup still carries its backslashes)."""
+    kinds = ("markdown", "caption", "warning", "error", "info", "success")
+    return [e.value for kind in kinds for e in getattr(at, kind)]
+
+
+def unquoted(sentence: str) -> str:
+    """A sentence without the typed text it quotes “…”, which may hold sentences of its own."""
+    return re.sub(r"“[^”]*”", "“…”", sentence)
