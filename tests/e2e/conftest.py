@@ -56,3 +56,15 @@ def page(browser, server):
 def projector(browser, server):
     """A classroom projector's screen, 1280×720."""
     yield from watched_tab(browser, {"width": 1280, "height": 720})
+
+
+@pytest.fixture()
+def haproxy(chromium_path):
+    """HAProxy for the tests of replicas behind it (scripts/replicas.py): skipped where it is not installed, and
+    failed in CI (LMVIZ_REQUIRE_BROWSER), which installs it."""
+    from scripts.replicas import haproxy_path
+
+    if haproxy_path() is None:
+        if os.environ.get("LMVIZ_REQUIRE_BROWSER"):
+            pytest.fail("haproxy is not installed (apt-get install haproxy); CI requires these tests.")
+        pytest.skip("haproxy is not installed: apt-get install haproxy to run these tests")

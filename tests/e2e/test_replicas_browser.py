@@ -18,33 +18,22 @@ response to a download.
 
 import csv
 import math
-import os
 import re
 import time
 import urllib.request
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
-import pytest
-
 from lmviz.core.corpus import corpus_from_text
 from lmviz.core.numbers import fmt
 from lmviz.lessons.causal_lm import analyse_clm
 from lmviz.lessons.training import corpus_tokenizer
 from scripts.live_server import LOSS_METRIC, ROOT, SETTLED
-from scripts.replicas import COOKIE, haproxy_path, running_replicas
+from scripts.replicas import COOKIE, running_replicas
 from tests.e2e.helpers import assert_no_error, metric, settle
 
 HEADER = "x-lmviz-replica"
 TEXTS = ["The capital of France is Paris.", "Our teacher explains the loss of a language model."]
-
-
-@pytest.fixture()
-def haproxy(chromium_path):
-    if haproxy_path() is None:
-        if os.environ.get("LMVIZ_REQUIRE_BROWSER"):
-            pytest.fail("haproxy is not installed (apt-get install haproxy); CI requires these tests.")
-        pytest.skip("haproxy is not installed: apt-get install haproxy to run these tests")
 
 
 def replicas_for(request, affinity: bool):
@@ -58,8 +47,9 @@ class Response:
     replica: str
 
 
-# HAProxy's httplog line: ... lmviz replicas/r2 0/0/0/1/1 404 154 ... "GET /media/735a56cd.csv HTTP/1.1"
-LOG_LINE = re.compile(r' replicas/(\S+) \S+ (\d{3}) .* "\w+ ([^ ?]+)')
+# HAProxy's line (deploy/haproxy/haproxy.cfg.template's log-format: no client address, the path without its query):
+# ... lmviz replicas/r2 0/0/0/1/1 404 154 - - ---- 1/1/0/0/0 0/0 GET /media/735a56cd.csv
+LOG_LINE = re.compile(r' replicas/(\S+) \S+ (\d{3}) .* [A-Z]+ (/\S*)$')
 
 
 def served(log, start: int, path_start: str) -> list[Response]:
