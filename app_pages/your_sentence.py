@@ -5,7 +5,7 @@ from statistics import mean
 import pandas as pd
 import streamlit as st
 
-from lmviz.app import url_state
+from lmviz.app import live, url_state
 from lmviz.app.byte_pieces import explain_byte_pieces
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import RESULT_PANEL, intro, key_table, run_script, stop_page, term, text_table
@@ -249,6 +249,8 @@ if result.truncated_from:
     st.info(escape_markdown(
         f"The text has {result.truncated_from:,} tokens; only the first {len(result.tokens):,} are scored "
         f"({length_limit(loaded.model)[1]}). The cut comes after: {' '.join(result.tokens[-5:])}"))
+# a browser that joined a class (the join page, in this session) sends this text with the loss shown above
+live.send_sentence_button(text, result.loss, [(row.target_token, row.nll) for row in result.rows])
 
 st.subheader("1. The tokens the model reads")
 st.markdown(" ".join(f":gray-background[{escape_markdown(t)}]" for t in result.tokens))

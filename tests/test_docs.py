@@ -331,3 +331,6 @@ def test_the_live_class_page_states_the_stores_own_limits():
     assert len(codes.new_code()) == codes.CODE_LENGTH == 5 and "code (5 characters, with no 0, O, 1, I or L" in text
     assert not set("01OIL") & set(codes.ALPHABET)
     assert "a random token of 128 bits" in text and codes.TOKEN_BYTES * 8 == 128
+    assert f"one of at most {store.MAX_SENTENCE} characters" in text
+    assert f"one sentence every {store.SENTENCE_PAUSE_S} seconds" in text
+    assert f"show from {store.MIN_SHOWN} sentences on" in text

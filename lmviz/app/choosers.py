@@ -166,6 +166,16 @@ def default_scorer() -> CausalScorer:
     return _shared(causal_lm_or_fallback(DEFAULT_MODEL, "auto", default_dtype(), None), default_dtype(), None)
 
 
+def unchosen_scorer() -> CausalScorer:
+    """What choose_causal_lm gives a page opened with no ?model= in its link and nothing chosen under its Model
+    expander: the bundled model (the deployment's first when it does not offer that), on "auto", in the default
+    dtype. For a page with no picker of its own that scores as a causal-LM page does: the join page scores a
+    student's sentence with it, as Your sentence would."""
+    allowed = allowed_models()
+    name = DEFAULT_MODEL if not allowed or DEFAULT_MODEL in allowed else allowed[0]
+    return _shared(causal_lm_or_fallback(name, "auto", default_dtype(), None), default_dtype(), None)
+
+
 def _shared(batcher: Batcher, dtype: str, token: str | None) -> CausalScorer:
     return CausalScorer(batcher.loaded, batcher, process_fair_share(), session_id(), dtype, token)
 

@@ -6,14 +6,20 @@ one top-level fragment a page that runs every POLL_S seconds (nested fragments t
 streamlit#16708), and every poll reads the database afresh, never a cached copy. The store itself (lmviz.live.store)
 is one per process, shared by every session.
 
+Students' sentences: a browser that joined a class sends its sentence, with the loss the model gave it, from Your
+sentence or from the join page; the projector shows the room's numbers at once, and a sentence's text only once the
+teacher approves it, from a queue kept off the projected view.
+
 Torch-free, as the join page needs: a phone's page must load in a moment, whatever the server is doing with its
-models. Plotly and the chart are imported only where a chart is drawn."""
+models. Plotly and the chart are imported only where a chart is drawn, and the model that scores a sentence typed on
+the join page only when one is sent."""
 
 from __future__ import annotations
 
 import hmac
 import html
 import ipaddress
+import math
 import os
 import socket
 import time
@@ -21,12 +27,26 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from lmviz.app.chrome import chart_font_px, hide_numbers, presenting
+from lmviz.app.chrome import PageStopped, chart_font_px, hide_numbers, presenting, text_table
 from lmviz.app.problems import show_problem
-from lmviz.core.text import escape_markdown
+from lmviz.core.numbers import fmt
+from lmviz.core.text import escape_markdown, quotable
 from lmviz.course import quiz, registry
-from lmviz.live.codes import CODE_LENGTH, LiveProblem, normalise_code
-from lmviz.live.store import MIN_SHOWN, Aggregate, Asked, Room, Store, store_url
+from lmviz.live.codes import CODE_LENGTH, LiveProblem, WrongCode, normalise_code
+from lmviz.live.store import (
+    MAX_SENTENCE,
+    MIN_SHOWN,
+    Aggregate,
+    Asked,
+    Room,
+    RoomClosed,
+    Sentence,
+    SentenceNumbers,
+    Store,
+    Surprise,
+    check_sentence,
+    store_url,
+)
 from lmviz.models.settings import allowed_models
 
 POLL_S = 2  # how often the projector and the phones read the store: an answer shows on the projector within it
@@ -40,6 +60,14 @@ PHONE_ROOM, PHONE_TOKEN = "live-phone-room", "live-phone-token"  # session state
 LINK_TRIED = "live-link-tried"  # session state: the join link's code has been tried (its sentence said once)
 QUESTION_VIEW = "live-question"  # the container of a question's answers (CSS class st-key-live-question)
 PROBLEM = "live-problem"  # session state: a sentence a button's callback left for the run it starts
+SEND_SENTENCE = "Send my sentence to the room"
+SENTENCE_BOX = "live-sentence"  # the join page's box for a sentence
+SENTENCE_PENDING = "live-sentence-pending"  # session state: the join page's sentence, to score and send in this run
+SENTENCE_SAID = "live-sentence-said"  # session state: (kind, sentence) of the last sentence sent or refused
+SENTENCE_SENT = "live-sentence-sent"  # session state: the last sentence this browser sent from the join page
+SENTENCES_VIEW = "live-sentences"  # the room's sentences on the teacher's page (CSS class st-key-live-sentences)
+QUEUE = "live-sentence-queue"  # the approval queue's expander
+QUEUE_LABEL = "Sentences waiting for your approval (not for the projector)"
 # Behind these, the request came through a proxy: the visitor may be anywhere (lmviz.app.choosers reads the same)
 PROXY_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-Ip")
 
@@ -51,7 +79,8 @@ TEACHER_INTRO = (
     "frozen with the numbers on the screen, and the answers are counted here. They stay hidden until you press "
     f"**Reveal** (a live chart sways the vote), and a vote of fewer than {MIN_SHOWN} answers shows its count only. "
     "**Ask again** opens a second vote on the same question, for after the room has argued it out in pairs (peer "
-    "instruction); **Close** ends the answering.")
+    "instruction); **Close** ends the answering. The room can also send you sentences, from Your sentence or from "
+    "the join page: their numbers show here at once, and a sentence's text only once you approve it.")
 
 
 def live_on() -> bool:
@@ -296,16 +325,17 @@ def room_view(code: str) -> None:
                 _qr(link, small=False)
         st.info("No question asked yet: press “Ask the room” beside a check-yourself question on a lesson's page.",
                 icon=":material/help:")
-        return
-    left, right = st.columns([1, 3], vertical_alignment="center")
-    with left:
-        _room_code(code, small=True)
-    right.markdown(f"{_phones(room)} joined" + (f": `{link}`" if link else "."))  # a link has no backtick
-    st.markdown(f"**Question {asked.number}**, from {escape_markdown(lesson_title(asked.lesson))}:")
-    st.text(asked.question.ask)
-    question_view(store, asked, room)
-    if link:
-        _qr(link, small=True)
+    else:
+        left, right = st.columns([1, 3], vertical_alignment="center")
+        with left:
+            _room_code(code, small=True)
+        right.markdown(f"{_phones(room)} joined" + (f": `{link}`" if link else "."))  # a link has no backtick
+        st.markdown(f"**Question {asked.number}**, from {escape_markdown(lesson_title(asked.lesson))}:")
+        st.text(asked.question.ask)
+        question_view(store, asked, room)
+        if link:
+            _qr(link, small=True)
+    sentences_view(store, code)
 
 
 def _phones(room: Room) -> str:
@@ -336,6 +366,95 @@ def lesson_title(url_path: str) -> str:
         return registry.find(url_path).title
     except KeyError:  # a lesson renamed since the question was asked
         return url_path
+
+
+# The room's sentences, on the teacher's page: numbers first, a text only once approved
+
+def sentences_view(store: Store, code: str) -> None:
+    """Nothing until a sentence is sent. Then, for the projector, the numbers of every sentence sent (no text),
+    the most surprising tokens of the approved ones and the approved ones ranked by loss; and, collapsed under a
+    label that says it is not for the projector, the sentences waiting for approval, each with Approve."""
+    numbers = store.sentence_numbers(code)
+    if numbers.sent == 0:
+        return
+    every = store.sentences(code, approved_only=False)
+    with st.container(key=SENTENCES_VIEW):
+        st.subheader("The room's sentences")
+        _sentence_numbers(numbers)
+        _surprising(store.surprising_tokens(code))
+        _approved([s for s in every if s.approved])
+        _queue([s for s in every if not s.approved])
+
+
+def _sentence_numbers(numbers: SentenceNumbers) -> None:
+    sent = "1 sentence sent" if numbers.sent == 1 else f"{numbers.sent} sentences sent"
+    if not numbers.shown:
+        st.markdown(f"**{sent}.** The mean loss and its spread show from {MIN_SHOWN} sentences on, so that no "
+                    "number can point at one student.")
+        return
+    columns = st.columns(5)  # the range in two: as one metric it was cut at 1280 px
+    columns[0].metric("Sentences sent", numbers.sent)
+    columns[1].metric("Mean loss per token", fmt(numbers.mean))
+    columns[2].metric("Standard deviation", fmt(numbers.spread))
+    columns[3].metric("Lowest loss", fmt(numbers.low))
+    columns[4].metric("Highest loss", fmt(numbers.high))
+    over = "" if numbers.scored == numbers.sent else f" ({numbers.scored} of them have a loss)"
+    st.caption(f"Each sentence's loss is the mean -log p of its tokens. The mean, the standard deviation (of these "
+               f"sentences: divided by their number) and the range are over every sentence sent{over}, approved or "
+               "not, each counted once whatever its length.")
+
+
+def _surprising(tokens: list[Surprise]) -> None:
+    import pandas as pd
+
+    st.markdown("**The tokens the room's sentences found most surprising**")
+    if not tokens:
+        st.caption("From the sentences you approve only, since a token is a piece of its sentence's text: none "
+                   "approved yet.")
+        return
+    text_table(pd.DataFrame({"token": [quotable(t.token) for t in tokens], "-log p": [fmt(t.loss) for t in tokens],
+                             "sentences": [t.sentences for t in tokens]}), hide_index=True)
+    st.caption("From the approved sentences: each token with the highest -log p it had in one of them (␣ is a "
+               "space that belongs to the token), and in how many of them it came.")
+
+
+def ranked(approved: list[Sentence]) -> list[Sentence]:
+    """The approved sentences, the highest loss first (a sentence without a loss last), ranked among themselves
+    only: a board of every sentence sent would reward gibberish and insults."""
+    return sorted(approved, key=lambda s: (s.loss is None, -(s.loss or 0.0), s.submitted_at, s.id))
+
+
+def _approved(approved: list[Sentence]) -> None:
+    """Each approved sentence as the text it is: Markdown escaped (text_table), invisible characters such as a
+    right-to-left override shown, not obeyed (quotable)."""
+    import pandas as pd
+
+    st.markdown("**Approved sentences, the most surprising to the model first**")
+    if not approved:
+        st.caption("A sentence's text shows here once you approve it.")
+        return
+    shown = ranked(approved)
+    text_table(pd.DataFrame({"rank": range(1, len(shown) + 1), "sentence": [quotable(s.sentence) for s in shown],
+                             "loss per token": ["–" if s.loss is None else fmt(s.loss) for s in shown]}),
+               hide_index=True)
+
+
+def _queue(pending: list[Sentence]) -> None:
+    with st.expander(QUEUE_LABEL, key=QUEUE, icon=":material/visibility_off:"):
+        if not pending:
+            st.caption("None waiting.")
+            return
+        st.caption("Approve shows a sentence's text on this page, ranked among the approved ones; one left here "
+                   "counts in the numbers only.")
+        for sentence in pending:
+            text, button = st.columns([5, 1], vertical_alignment="center")
+            text.text(quotable(sentence.sentence))  # as text: no Markdown, no right-to-left override
+            text.caption("loss per token: " + ("–" if sentence.loss is None else fmt(sentence.loss)))
+            button.button("Approve", key=f"live-approve-{sentence.id}", on_click=_approve, args=(sentence.id,))
+
+
+def _approve(sentence_id: int) -> None:
+    live_store().approve_sentence(sentence_id)
 
 
 # The question asked: its answers and the teacher's buttons, on the Live class page and under the question asked
@@ -475,6 +594,120 @@ def _ask_room(code: str, lesson: str, question: quiz.Question) -> None:
     hide_numbers()
 
 
+# A student's sentence: from Your sentence (scored by the page) or typed on the join page (scored here)
+
+def phone_session() -> tuple[str, str] | None:
+    """(code, token) of the class this browser joined on the join page, in this session; None when it joined none
+    or the live class is off. No database read: the lessons pay nothing for it."""
+    code, token = st.session_state.get(PHONE_ROOM), st.session_state.get(PHONE_TOKEN)
+    return (code, token) if code and token and live_on() else None
+
+
+def send_sentence_button(sentence: str, loss: float, tokens: list[tuple[str, float]]) -> None:
+    """On Your sentence, in a browser that joined a class: "Send my sentence to the room", with the page's text,
+    the loss the page shows (its own scorer's) and each predicted token's -log p. Nothing for anyone else."""
+    joined = phone_session()
+    if joined is None:
+        said_sentence()  # the class ended as this browser sent: said, and the button gone
+        return
+    code, token = joined
+    with st.container(border=True, key="live-send-sentence"):
+        st.button(SEND_SENTENCE, icon=":material/send:", on_click=_send_sentence,
+                  args=(code, token, sentence, loss, tokens))
+        st.caption(f"To the class {code}: its loss joins the room's numbers at once, and its text shows on the "
+                   f"projector only if your teacher approves it (at most {MAX_SENTENCE} characters).")
+        said_sentence()
+
+
+def _send_sentence(code: str, token: str, sentence: str, loss: float | None,
+                   tokens: list[tuple[str, float]]) -> bool:
+    """Keep the sentence in the room, and leave the sentence that says so, or why not, for said_sentence."""
+    try:
+        live_store().add_sentence(code, token, sentence, loss if loss is not None and math.isfinite(loss) else None,
+                                  tokens=[(label, nll) for label, nll in tokens if math.isfinite(nll)])
+    except (RoomClosed, WrongCode) as problem:  # the class has ended: this browser is in no class now
+        for key in (PHONE_ROOM, PHONE_TOKEN):
+            st.session_state.pop(key, None)
+        st.session_state[SENTENCE_SAID] = ("warning", str(problem))
+        return False
+    except LiveProblem as problem:
+        st.session_state[SENTENCE_SAID] = ("warning", str(problem))
+        return False
+    shown = "" if loss is None or not math.isfinite(loss) else f", with its loss of {fmt(loss)} per token"
+    st.session_state[SENTENCE_SAID] = ("success", f"Sent to the class {code}{shown}: its text shows on the "
+                                                  "projector only if your teacher approves it.")
+    return True
+
+
+def said_sentence() -> None:
+    """The sentence the last send left (refused, or sent), once."""
+    said = st.session_state.pop(SENTENCE_SAID, None)
+    if said is not None:
+        kind, sentence = said
+        show_problem(sentence, kind=kind, icon=":material/check:" if kind == "success" else None)
+
+
+def sentence_form(code: str, token: str) -> None:
+    """The join page's box for a sentence, under the question: scored by the model in the run its Send starts."""
+    st.divider()
+    with st.form("live-sentence-form"):
+        st.text_area("Your sentence", key=SENTENCE_BOX, max_chars=MAX_SENTENCE, height=100)
+        st.form_submit_button(SEND_SENTENCE, icon=":material/send:", on_click=_take_sentence)
+    st.caption("When your teacher asks for one: a language model reads it, and its loss joins the room's numbers; "
+               "its text shows on the projector only if your teacher approves it.")
+    pending = st.session_state.pop(SENTENCE_PENDING, None)
+    if pending is not None:
+        with st.spinner("The model is reading your sentence…"):
+            sent = _score_and_send(code, token, pending)
+        if sent:
+            st.session_state[SENTENCE_SENT] = sent
+    said_sentence()
+    # in this session, so that Your sentence has this phone's class and offers to send from there too
+    sent = st.session_state.get(SENTENCE_SENT)
+    st.page_link("app_pages/your_sentence.py", icon=":material/format_color_text:",
+                 label="Each token's loss, on Your sentence" if sent else "Try sentences first on Your sentence",
+                 query_params={"text": sent} if sent else None)
+
+
+def _take_sentence() -> None:
+    st.session_state[SENTENCE_PENDING] = st.session_state.get(SENTENCE_BOX, "")
+
+
+def _score_and_send(code: str, token: str, typed: str) -> str | None:
+    """The sentence as it was sent, or None; either way, the sentence that says so is left for said_sentence."""
+    try:
+        sentence = check_sentence(typed)  # refused before the model is asked
+    except LiveProblem as problem:
+        st.session_state[SENTENCE_SAID] = ("warning", str(problem))
+        return None
+    scored = score_sentence(sentence)
+    if isinstance(scored, str):
+        st.session_state[SENTENCE_SAID] = ("warning", scored)
+        return None
+    tokens = [(row.target_token, row.nll) for row in scored.rows]
+    return sentence if _send_sentence(code, token, sentence, scored.loss, tokens) else None
+
+
+def score_sentence(sentence: str):
+    """The sentence scored as Your sentence scores it when opened without a link (the same shared model and
+    CausalScorer, no start token, counted against this browser's fair share): its analysis, or the sentence that
+    says why it could not be scored. The model is imported here, when a sentence is sent: the join page itself
+    imports no torch."""
+    from lmviz.app.choosers import scored_with_cpu_fallback, unchosen_scorer
+    from lmviz.errors import LearnerError, NothingToScore
+
+    try:
+        _, result = scored_with_cpu_fallback(unchosen_scorer(), lambda scorer: scorer.analyse(sentence, False, 5))
+    except PageStopped:  # no model could be loaded: causal_lm_or_fallback has said why
+        return "Your sentence could not be scored, since no model could be loaded on this server: tell your teacher."
+    except NothingToScore:  # Your sentence's own sentence names a box this page does not have
+        return ("The model has nothing to predict in that, since it predicts each token from the ones before it: "
+                "type a few words.")
+    except LearnerError as problem:  # not enough memory, over the fair share
+        return str(problem)
+    return result
+
+
 # The phone's page
 
 PHONE_CSS = """<style>
@@ -499,6 +732,7 @@ def phone_page() -> None:
         _join_form()
         return
     phone_view(*joined)
+    sentence_form(*joined)
 
 
 def _joined(store: Store) -> tuple[str, str] | None:

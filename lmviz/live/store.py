@@ -30,9 +30,10 @@ import json
 import math
 import os
 import sqlite3
+import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ IDLE_HOURS = 3  # a room nobody has used for this long is closed by the sweep
 KEEP_HOURS = 24  # default of LMVIZ_LIVE_KEEP_HOURS: how long a closed room, question or answer is kept
 MAX_SENTENCE = 200  # characters of a student's sentence
 SENTENCE_PAUSE_S = 30  # between two sentences of one phone: the projector's queue is for sentences, not floods
+SURPRISING = 10  # the room's most surprising tokens the projector lists
 BUSY_TIMEOUT_S = 10  # how long an SQLite writer waits for the lock, and a PostgreSQL statement may run
 POOL_SIZE = 10  # PostgreSQL connections of one process: a replica's threads take turns on them
 POOL_WAIT_S = 15  # how long a thread waits for one of them
@@ -149,6 +151,34 @@ class Sentence:
     submitted_at: float
 
 
+@dataclass(frozen=True)
+class SentenceNumbers:
+    """The room's sentences as numbers, whatever their text and whether approved or not: how many were sent, and
+    over those with a loss (a mean -log p per token each), the mean, the standard deviation (of these sentences:
+    divided by their number) and the range. Under MIN_SHOWN sentences with a loss only the counts are given: in a
+    small class a mean of two would tell each of them the other's loss."""
+
+    sent: int
+    scored: int  # of them with a loss
+    mean: float | None = None
+    spread: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def shown(self) -> bool:
+        return self.mean is not None
+
+
+@dataclass(frozen=True)
+class Surprise:
+    """A token of the room's approved sentences: the highest -log p it had in one, and in how many it came."""
+
+    token: str
+    loss: float
+    sentences: int
+
+
 def freeze(question: Question) -> dict:
     """The question as data: what a phone shows and the server checks, whatever the page computes later."""
     # a page may compute its answer as a NumPy number, which JSON does not write
@@ -233,7 +263,14 @@ SCHEMA = (
         loss DOUBLE PRECISION,
         approved BOOLEAN NOT NULL DEFAULT FALSE,
         submitted_at DOUBLE PRECISION NOT NULL)""",
+    # each predicted token of a sentence and its -log p, for the room's most surprising tokens; its own table (not
+    # a column of live_sentences) so that a database made before it gains it with CREATE TABLE IF NOT EXISTS
+    """CREATE TABLE IF NOT EXISTS live_sentence_tokens (
+        sentence_id BIGINT NOT NULL REFERENCES live_sentences (id) ON DELETE CASCADE,
+        label TEXT NOT NULL,
+        loss DOUBLE PRECISION NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS live_questions_room ON live_questions (room, number)",
+    "CREATE INDEX IF NOT EXISTS live_sentence_tokens_sentence ON live_sentence_tokens (sentence_id)",
     "CREATE INDEX IF NOT EXISTS live_sentences_room ON live_sentences (room, participant)",
 )
 QUESTION_COLUMNS = "id, room, number, vote, lesson, question, url_state, opened_at, closed_at, revealed"
@@ -251,6 +288,12 @@ class _Tx:
             sql = sql.replace("%", "%%").replace("?", self.placeholder)
         self.cursor.execute(sql, params)
         return self.cursor
+
+    def many(self, sql: str, rows: list[tuple]):
+        if rows:
+            if self.placeholder != "?":
+                sql = sql.replace("%", "%%").replace("?", self.placeholder)
+            self.cursor.executemany(sql, rows)
 
     def one(self, sql: str, params: tuple = ()):
         return self.run(sql, params).fetchone()
@@ -652,16 +695,17 @@ class Store:
 
     # sentences
 
-    def add_sentence(self, code: str, token: str, sentence: str, loss: float | None, now: float | None = None) -> int:
-        """A student's sentence and its mean loss per token, kept for the teacher to approve (never shown before)."""
-        now, text = _now(now), (sentence or "").strip()
-        if not text:
-            raise SentenceRefused("Type a sentence first.")
-        if len(text) > MAX_SENTENCE:
-            raise SentenceRefused(f"A sentence sent to the room has at most {MAX_SENTENCE} characters, and this one "
-                                  f"has {len(text)}: shorten it.")
+    def add_sentence(self, code: str, token: str, sentence: str, loss: float | None, now: float | None = None,
+                     tokens: Sequence[tuple[str, float]] = ()) -> int:
+        """A student's sentence and its mean loss per token, kept for the teacher to approve (never shown before);
+        ``tokens``: each predicted token and its -log p, for the room's most surprising tokens (from approved
+        sentences only)."""
+        now, text = _now(now), check_sentence(sentence)
         if loss is not None and not math.isfinite(loss):
             raise ValueError(f"a sentence's loss must be a finite number or None, not {loss}")
+        labels = [(str(label), float(nll)) for label, nll in tokens]
+        if not all(math.isfinite(nll) for _, nll in labels):
+            raise ValueError("a token's -log p must be a finite number")
         with self._db.transaction(write=True) as tx:
             self._touch(tx, code, now)
             if not tx.one("SELECT 1 FROM live_participants WHERE room = ? AND token = ?", (code, token)):
@@ -673,6 +717,8 @@ class Store:
                                       "sentence.")
             (sentence_id,) = tx.one("INSERT INTO live_sentences (room, participant, sentence, loss, submitted_at) "
                                     "VALUES (?, ?, ?, ?, ?) RETURNING id", (code, token, text, loss, now))
+            tx.many("INSERT INTO live_sentence_tokens (sentence_id, label, loss) VALUES (?, ?, ?)",
+                    [(sentence_id, label, nll) for label, nll in labels])
             return sentence_id
 
     def approve_sentence(self, sentence_id: int):
@@ -685,6 +731,37 @@ class Store:
             rows = tx.all("SELECT id, sentence, loss, approved, submitted_at FROM live_sentences WHERE room = ? "
                           + ("AND approved " if approved_only else "") + "ORDER BY submitted_at, id", (code,))
         return [Sentence(id_, text, loss, bool(approved), at) for id_, text, loss, approved, at in rows]
+
+    def sentence_numbers(self, code: str) -> SentenceNumbers:
+        """How many sentences the room sent, and their losses' mean, spread and range (SentenceNumbers)."""
+        with self._db.transaction(write=False) as tx:
+            rows = tx.all("SELECT loss FROM live_sentences WHERE room = ?", (code,))
+        losses = [loss for (loss,) in rows if loss is not None]
+        if len(losses) < MIN_SHOWN:
+            return SentenceNumbers(len(rows), len(losses))
+        return SentenceNumbers(len(rows), len(losses), statistics.fmean(losses), statistics.pstdev(losses),
+                               min(losses), max(losses))
+
+    def surprising_tokens(self, code: str, limit: int = SURPRISING) -> list[Surprise]:
+        """The tokens of the room's approved sentences with the highest -log p, each token once (its highest):
+        a sentence not approved gives none, since its tokens are pieces of its text."""
+        with self._db.transaction(write=False) as tx:
+            rows = tx.all("SELECT t.label, MAX(t.loss), COUNT(DISTINCT t.sentence_id) FROM live_sentence_tokens t "
+                          "JOIN live_sentences s ON s.id = t.sentence_id WHERE s.room = ? AND s.approved "
+                          "GROUP BY t.label ORDER BY MAX(t.loss) DESC, t.label LIMIT ?", (code, limit))
+        return [Surprise(label, loss, count) for label, loss, count in rows]
+
+
+def check_sentence(sentence: str | None) -> str:
+    """A sentence as it is kept (stripped), or SentenceRefused with the sentence that says why not: so that a page
+    can refuse an empty or over-long one before it asks a model to score it."""
+    text = (sentence or "").strip()
+    if not text:
+        raise SentenceRefused("Type a sentence first.")
+    if len(text) > MAX_SENTENCE:
+        raise SentenceRefused(f"A sentence sent to the room has at most {MAX_SENTENCE} characters, and this one "
+                              f"has {len(text)}: shorten it.")
+    return text
 
 
 def _asked(row) -> Asked:

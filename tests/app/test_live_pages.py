@@ -6,17 +6,21 @@ import ast
 import html
 import json
 import re
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from lmviz.app import chrome, live
+from lmviz.core.numbers import fmt
+from lmviz.core.text import escape_markdown
 from lmviz.course.quiz import NotANumber, Question, read_number
-from lmviz.live.store import MIN_SHOWN, Store
+from lmviz.live.store import MAX_SENTENCE, MIN_SHOWN, Store
 from tests.helpers import APP, BAD_INPUTS, one_sentence, unescaped
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -379,3 +383,221 @@ def markdown_of(at: AppTest) -> list[str]:
 def unquoted(sentence: str) -> str:
     """A sentence without the typed text it quotes “…”, which may hold sentences of its own."""
     return re.sub(r"“[^”]*”", "“…”", sentence)
+
+
+# Students' sentences: sent from Your sentence or the join page; the projector shows numbers first, a text only once
+# the teacher approves it from the queue in a collapsed expander
+
+SENTENCE = "My grandmother bakes apple pie in autumn."
+HOSTILE = "**bold** <img src=x>"
+
+
+def joined_your_sentence(store, code: str) -> AppTest:
+    """A phone that joined by the link and then opened Your sentence in the same session."""
+    at = phone(code)
+    assert at.session_state[live.PHONE_ROOM] == code
+    return at.switch_page("app_pages/your_sentence.py").run()
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def nodes(node, skip=lambda node: False):
+    """Every element and block under ``node``, but those ``skip`` picks and what they hold."""
+    yield node
+    for child in getattr(node, "children", {}).values():
+        if not skip(child):
+            yield from nodes(child, skip)
+
+
+def shown_in(node, skip=lambda node: False) -> str:
+    """Everything the elements under ``node`` hold, as text: each element's message, and a table's cells."""
+    parts = []
+    for one in nodes(node, skip):
+        if getattr(one, "proto", None) is not None:
+            parts.append(str(one.proto))
+        if getattr(one, "type", "") in ("arrow_data_frame", "dataframe", "table"):
+            parts.append(one.value.to_csv())
+    return "\n".join(parts)
+
+
+def queue_of(at: AppTest):
+    (queue,) = [e for e in at.expander if e.label == live.QUEUE_LABEL]
+    return queue
+
+
+def off_the_queue(at: AppTest) -> str:
+    """What the teacher's page shows outside the approval queue: the projected view."""
+    return shown_in(at.main, skip=lambda node: getattr(node, "type", "") == "expander"
+                    and node.label == live.QUEUE_LABEL) + shown_in(at.sidebar)
+
+
+def test_your_sentence_sends_the_pages_text_and_loss_to_the_room_and_each_refusal_is_one_sentence(store):
+    code = store.open_room()
+    at = joined_your_sentence(store, code)
+    assert not at.exception and live.SEND_SENTENCE in labels(at)
+    at.text_area(key="text").input("A long one. " * 20).run()  # 240 characters: the page scores it, the room not
+    button(at, live.SEND_SENTENCE).click().run()
+    (refused,) = at.warning
+    assert one_sentence(unescaped(refused.value)) and f"at most {MAX_SENTENCE} characters" in refused.value
+    assert store.sentences(code, approved_only=False) == []
+
+    at.text_area(key="text").input(SENTENCE).run()
+    button(at, live.SEND_SENTENCE).click().run()
+    assert not at.exception and not at.warning
+    (sent,) = store.sentences(code, approved_only=False)
+    assert sent.sentence == SENTENCE and not sent.approved
+    assert fmt(sent.loss) == metric(at, "Loss: mean(-log p)")  # the loss the page shows, from its own scorer
+    (success,) = at.success
+    assert one_sentence(unescaped(success.value)) and f"Sent to the class {code}" in unescaped(success.value)
+    store.approve_sentence(sent.id)  # its tokens are kept, at most one per prediction the page scored
+    assert 1 <= len(store.surprising_tokens(code, limit=100)) <= int(metric(at, "Predictions scored"))
+
+    button(at, live.SEND_SENTENCE).click().run()  # again at once: the pause between a phone's sentences
+    (refused,) = at.warning
+    assert one_sentence(unescaped(refused.value)) and "before sending another sentence" in refused.value
+    assert len(store.sentences(code, approved_only=False)) == 1
+
+    store.close_room(code)  # the class ends while the page is open: one sentence, and the button goes
+    at.text_area(key="text").input(SENTENCE).run()
+    button(at, live.SEND_SENTENCE).click().run()
+    (refused,) = at.warning
+    assert one_sentence(unescaped(refused.value)) and "has ended" in refused.value
+    at.run()
+    assert live.SEND_SENTENCE not in labels(at) and live.PHONE_ROOM not in at.session_state
+    assert store.sentences(code, approved_only=False) == []  # deleted when the room closed
+
+
+def test_your_sentence_has_no_send_button_for_a_browser_in_no_class(store):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/your_sentence.py").run()
+    assert not at.exception and live.SEND_SENTENCE not in labels(at)
+
+
+def test_the_join_page_scores_a_typed_sentence_as_your_sentence_does(store):
+    code = store.open_room()
+    at = phone(code)
+    assert at.text_area(key=live.SENTENCE_BOX).max_chars == MAX_SENTENCE  # a phone cannot type a longer one
+    for typed in ("", " \n "):  # refused before any model is asked
+        at.text_area(key=live.SENTENCE_BOX).set_value(typed)
+        button(at, live.SEND_SENTENCE).click().run()
+        (refused,) = [unescaped(w.value) for w in at.warning]
+        assert one_sentence(refused) and "Type a sentence first" in refused
+    assert store.sentences(code, approved_only=False) == []
+    (link,) = at.get("page_link")  # to Your sentence, in this session: it sends from there too
+    assert link.proto.page == "sentence" and not link.proto.query_string
+
+    at.text_area(key=live.SENTENCE_BOX).set_value(f"  {SENTENCE} ")
+    button(at, live.SEND_SENTENCE).click().run()
+    assert not at.exception
+    (sent,) = store.sentences(code, approved_only=False)
+    assert sent.sentence == SENTENCE
+    (success,) = [unescaped(w.value) for w in at.success]
+    assert not at.warning
+    assert one_sentence(success) and f"its loss of {fmt(sent.loss)} per token" in success
+    (link,) = at.get("page_link")
+    assert link.proto.query_string == urlencode({"text": SENTENCE})
+    # the same text on Your sentence, in the same session: the same loss
+    at.query_params["text"] = SENTENCE
+    at.switch_page("app_pages/your_sentence.py").run()
+    assert metric(at, "Loss: mean(-log p)") == fmt(sent.loss) and live.SEND_SENTENCE in labels(at)
+
+
+def test_the_projector_shows_the_rooms_numbers_and_a_text_only_once_approved(store):
+    at = teacher()
+    code = open_room(at)
+    assert "The room's sentences" not in texts(at) and not at.expander  # nothing until a sentence is sent
+    sent = [("The wombat sat on the mat.", 3.25, [("␣wombat", 5.5), ("␣mat", 4.0)]),
+            (HOSTILE, 7.5, [("**", 9.0), ("<img", 8.0)]),
+            ("A narwhal plays chess.", 6.0, [("␣narwhal", 11.0), ("␣chess", 7.0)])]
+    ids = [store.add_sentence(code, store.join(code), text, loss, tokens=tokens) for text, loss, tokens in sent]
+    at.run()
+    assert "3 sentences sent." in texts(at) and f"from {MIN_SHOWN} sentences on" in texts(at)
+    assert not [m for m in at.metric if m.label == "Mean loss per token"]  # under 5: the count only
+
+    for text, loss in (("Axolotls bark.", 2.0), ("Platypus is the capital of France.", 1.5)):
+        store.add_sentence(code, store.join(code), text, loss)
+    at.run()
+    losses = [s.loss for s in store.sentences(code, approved_only=False)]
+    assert len(losses) == 5
+    assert metric(at, "Sentences sent") == "5"
+    assert metric(at, "Mean loss per token") == fmt(statistics.mean(losses))
+    assert metric(at, "Standard deviation") == fmt(statistics.pstdev(losses))
+    assert (metric(at, "Lowest loss"), metric(at, "Highest loss")) == (fmt(min(losses)), fmt(max(losses)))
+
+    # the queue: every text in the collapsed expander, as text, and none of them anywhere else on the page
+    queue = queue_of(at)
+    assert not queue.proto.expanded
+    assert [t.value for t in queue.text] == [text for text, _, _ in sent] + ["Axolotls bark.",
+                                                                          "Platypus is the capital of France."]
+    projected = off_the_queue(at)
+    for word in ("wombat", "bold", "src=x", "narwhal", "Axolotl", "Platypus"):
+        assert word not in projected, word
+    assert "from the sentences you approve only" in texts(at).lower()  # no token before an approval
+
+    # approved: ranked by loss among the approved only, shown escaped; their tokens the most surprising
+    at.button(key=f"live-approve-{ids[1]}").click().run()
+    at.button(key=f"live-approve-{ids[0]}").click().run()
+    assert [s.id for s in store.sentences(code)] == ids[:2]
+    ranked, surprising = approved_table(at), tokens_table(at)
+    # each cell as st.table's Markdown reads it: escaped, so "**bold** <img src=x>" is shown as typed
+    assert ranked["sentence"].tolist() == [escape_markdown(HOSTILE), escape_markdown("The wombat sat on the mat.")]
+    assert ranked["loss per token"].tolist() == [escape_markdown(fmt(x)) for x in (7.5, 3.25)]
+    assert ranked["rank"].tolist() == [1, 2]
+    assert surprising["token"].tolist() == [escape_markdown(t) for t in ("**", "<img", "␣wombat", "␣mat")]
+    assert surprising["-log p"].tolist() == [escape_markdown(fmt(x)) for x in (9.0, 8.0, 5.5, 4.0)]
+    assert surprising["sentences"].tolist() == [1, 1, 1, 1]
+    projected = off_the_queue(at)
+    assert not any(word in projected for word in ("narwhal", "Axolotl", "Platypus"))  # still waiting
+    assert [t.value for t in queue_of(at).text] == ["A narwhal plays chess.", "Axolotls bark.",
+                                                    "Platypus is the capital of France."]
+    assert not any(p.search(s) for s in markdown_of(at) for p in LIVE_MARKUP)  # the hostile text is text
+    assert metric(at, "Mean loss per token") == fmt(statistics.mean(losses))  # the numbers: every sentence still
+
+    store.close_room(code)  # ended: the sentences are deleted at once
+    assert store.sentences(code, approved_only=False) == [] and store.surprising_tokens(code) == []
+
+
+def table_with(at: AppTest, column: str):
+    """The table with that column, its headers as shown (text_table escapes them: "-log p" is "\\-log p")."""
+    (table,) = [t.value for t in at.table if escape_markdown(column) in t.value.columns]
+    return table.rename(columns=unescaped)
+
+
+def approved_table(at: AppTest):
+    return table_with(at, "loss per token")
+
+
+def tokens_table(at: AppTest):
+    return table_with(at, "-log p")
+
+
+@pytest.mark.parametrize("case", JOIN_CASES, ids=[c["case"] for c in JOIN_CASES])
+def test_every_bad_input_in_the_join_pages_sentence_box_is_one_sentence_or_sent_as_text(store, case):
+    """tests/data/bad_inputs.jsonl through the join page's box for a sentence (cut at its 200 characters, as the
+    box cuts them): refused with one sentence, or scored and sent; and, once approved, shown on the teacher's page
+    as the text it is, never as live markup."""
+    code = store.open_room()
+    at = phone(code)
+    typed = case["text"][:MAX_SENTENCE]
+    at.text_area(key=live.SENTENCE_BOX).set_value(typed)
+    button(at, live.SEND_SENTENCE).click().run()
+    assert not at.exception
+    sent = store.sentences(code, approved_only=False)
+    if sent:
+        (success,) = [unescaped(s.value) for s in at.success]
+        assert one_sentence(success) and [s.sentence for s in sent] == [typed.strip()] and not at.warning
+        store.approve_sentence(sent[0].id)
+    else:
+        (refused,) = [unescaped(w.value) for w in at.warning]
+        assert one_sentence(unquoted(refused))
+    assert not any(p.search(s) for s in markdown_of(at) for p in LIVE_MARKUP)
+    teacher_page = AppTest.from_file(APP, default_timeout=60)
+    teacher_page.run()
+    teacher_page.query_params[live.ROOM_PARAM] = code
+    teacher_page.switch_page("app_pages/live_class.py").run()
+    assert not teacher_page.exception
+    shown = markdown_of(teacher_page) + [c for t in teacher_page.table for c in t.value.astype(str).stack()]
+    assert not any(p.search(s) for s in shown for p in LIVE_MARKUP)

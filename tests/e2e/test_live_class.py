@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from lmviz.app.live import KEY_PARAM
+from lmviz.core.numbers import fmt
 from lmviz.live.store import Store
 from scripts.live_server import environment_set, running_server
 from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle
@@ -42,14 +43,14 @@ def answered(tab) -> str:
 
 def send(phone, given: str) -> None:
     """An answer typed (or picked), left a poll's time before Send, as a student takes theirs."""
-    expect(phone.get_by_role("button", name="Send")).to_be_visible(timeout=POLL_MS)  # the form drawn
+    expect(phone.get_by_role("button", name="Send", exact=True)).to_be_visible(timeout=POLL_MS)  # the form drawn
     box = phone.get_by_label("Your answer (a number)")
     if box.count():
         box.fill(given)
     else:
         phone.get_by_text(given, exact=True).click()
     phone.wait_for_timeout(2500)  # the page polls meanwhile: what was typed must survive it
-    phone.get_by_role("button", name="Send").click()
+    phone.get_by_role("button", name="Send", exact=True).click()
     expect(phone.get_by_text("Sent — you can change it until the teacher closes the question.")).to_be_visible(
         timeout=POLL_MS)
 
@@ -158,6 +159,72 @@ def test_a_room_on_a_projector_and_two_phones(browser, live_server):
     expect(projector).not_to_have_url(re.compile(r"[?&]hide=1"), timeout=POLL_MS)
     for tab in (projector, *phones):
         assert_no_error(tab)
+
+
+HOSTILE = "**bold** <img src=x>"
+QUEUE = "Sentences waiting for your approval (not for the projector)"
+
+
+def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(browser, live_server):
+    """A phone types a sentence on the join page (the server's model scores it), four more come through the store,
+    one of them hostile; the projector shows the numbers the store computes and no text; the queue, collapsed,
+    stays open across the page's polls while the teacher approves; an approved text is shown as text."""
+    server, store = live_server
+    _, projector = tab_of(browser, PROJECTOR)
+    projector.goto(f"{server}/live-class?present=1&{KEY_PARAM}=any")
+    settle(projector)
+    projector.get_by_role("button", name="Open a room").click()
+    code_box = projector.locator(".lmviz-code").first
+    expect(code_box).to_be_visible(timeout=POLL_MS)
+    code = code_box.inner_text().strip()
+
+    _, phone = tab_of(browser, PHONE, is_mobile=True, has_touch=True)
+    phone.goto(f"{server}/join?room={code}")
+    expect(phone.get_by_text(f"You are in the class {code}.")).to_be_visible(timeout=60_000)
+    phone.get_by_label("Your sentence").fill("My grandmother bakes apple pie in autumn.")
+    phone.wait_for_timeout(2500)  # the question above polls meanwhile: the typed sentence must survive it
+    phone.get_by_role("button", name="Send my sentence to the room").click()
+    expect(phone.get_by_text("Sent to the class", exact=False)).to_be_visible(timeout=180_000)  # a model's load
+    assert phone.evaluate(SIDEWAYS) <= 0
+    phone.screenshot(path=str(ARTIFACTS / "live-class-phone-sentence.png"), full_page=True)
+    for text, loss in (("A wombat sat.", 6.5), (HOSTILE, 9.25), ("Narwhals play chess.", 5.0), ("Dogs bark.", 2.5)):
+        store.add_sentence(code, store.join(code), text, loss, tokens=[(text.split()[-1], loss + 1)])
+
+    numbers = store.sentence_numbers(code)
+    assert numbers.sent == 5 and numbers.shown
+    expect(projector.get_by_text("The room's sentences")).to_be_visible(timeout=POLL_MS)
+    assert metric_value(projector, "Sentences sent") == "5"
+    assert metric_value(projector, "Mean loss per token") == fmt(numbers.mean)
+    assert metric_value(projector, "Standard deviation") == fmt(numbers.spread)
+    assert metric_value(projector, "Lowest loss") == fmt(numbers.low)
+    assert metric_value(projector, "Highest loss") == fmt(numbers.high)
+    queue = projector.locator(".st-key-live-sentence-queue")
+    for text in ("wombat", "bold", "Narwhals", "grandmother"):  # no text before it is approved
+        expect(projector.get_by_text(text, exact=False)).not_to_be_visible()
+    projector.locator(".st-key-live-sentences").scroll_into_view_if_needed()
+    projector.screenshot(path=str(ARTIFACTS / "live-class-sentences.png"))
+
+    queue.get_by_text(QUEUE).click()  # the teacher opens it, on their own screen
+    expect(queue.get_by_text(HOSTILE, exact=True)).to_be_visible(timeout=POLL_MS)
+    projector.wait_for_timeout(5000)  # two polls of the room: the queue stays open
+    expect(queue.get_by_text(HOSTILE, exact=True)).to_be_visible()
+    row = queue.locator("[data-testid='stHorizontalBlock']").filter(has_text=HOSTILE)
+    row.get_by_role("button", name="Approve").click()
+    approved = projector.locator(".st-key-live-sentences [data-testid='stTable']").filter(has_text="rank")
+    expect(approved.get_by_text(HOSTILE, exact=True)).to_be_visible(timeout=POLL_MS)  # as typed: text, not markup
+    assert projector.locator("img[src='x']").count() == 0 and approved.locator("strong").count() == 0
+    expect(queue.get_by_text("Dogs bark.", exact=True)).to_be_visible()  # still open, the others still waiting
+    assert [s.sentence for s in store.sentences(code)] == [HOSTILE]
+    for tab in (projector, phone):
+        assert_no_error(tab)
+    projector.get_by_role("button", name="End the class").click()
+    expect(projector.get_by_role("button", name="Open a room")).to_be_visible(timeout=POLL_MS)
+    assert store.sentences(code, approved_only=False) == []
+
+
+def metric_value(tab, label: str) -> str:
+    box = tab.locator("[data-testid='stMetric']").filter(has=tab.get_by_text(label, exact=True))
+    return box.locator("[data-testid='stMetricValue']").inner_text().strip()
 
 
 def bar_counts(tab) -> list[list[int]]:

@@ -4,7 +4,9 @@ answering at once."""
 
 import csv
 import io
+import math
 import sqlite3
+import statistics
 import subprocess
 import sys
 import threading
@@ -75,14 +77,15 @@ def columns(store) -> dict[str, list[str]]:
     return found
 
 
-def stored_answers(store) -> int:
+def stored_answers(store, table: str = "live_answers") -> int:
+    """The rows of a table (the answers by default), read from the database itself."""
     if store.backend == "sqlite":
         with sqlite3.connect(store.url.removeprefix("sqlite:///")) as connection:
-            return connection.execute("SELECT COUNT(*) FROM live_answers").fetchone()[0]
+            return connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
     import psycopg
 
     with psycopg.connect(store.url, connect_timeout=10) as connection:
-        return connection.execute("SELECT COUNT(*) FROM live_answers").fetchone()[0]
+        return connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
 
 # what is kept
@@ -102,7 +105,8 @@ PERSONAL = ("address", "agent", "name", "mail", "host", "phone", "browser", "dev
 
 def test_no_table_has_a_column_for_anything_personal(store):
     tables = columns(store)
-    assert {"live_rooms", "live_participants", "live_questions", "live_answers", "live_sentences"} <= set(tables)
+    assert {"live_rooms", "live_participants", "live_questions", "live_answers", "live_sentences",
+            "live_sentence_tokens"} <= set(tables)
     for table, names in tables.items():
         for column in names:
             parts = column.lower().split("_")
@@ -393,6 +397,55 @@ def test_a_sentence_empty_too_long_or_too_soon_gets_a_sentence(store):
         store.add_sentence(code, token, "Again.", 1.0, now=T0 + 10)
     assert "20 s" in one_sentence(raised.value)
     store.add_sentence(code, token, "Again.", 1.0, now=T0 + live.SENTENCE_PAUSE_S)
+
+
+def test_the_rooms_sentences_as_numbers_every_sentence_sent_and_from_5_on(store):
+    code = store.open_room(now=T0)
+    losses = [3.5, 2.25, None, 4.0, 1.75]
+    for i, loss in enumerate(losses):
+        store.add_sentence(code, store.join(code, now=T0), f"Sentence {i}.", loss, now=T0)
+    few = store.sentence_numbers(code)
+    assert (few.sent, few.scored, few.shown, few.mean, few.spread) == (5, 4, False, None, None)  # 4 with a loss
+    store.add_sentence(code, store.join(code, now=T0), "One more.", 5.5, now=T0)
+    numbers = store.sentence_numbers(code)
+    scored = [3.5, 2.25, 4.0, 1.75, 5.5]
+    assert (numbers.sent, numbers.scored, numbers.shown) == (6, 5, True)
+    assert numbers.mean == pytest.approx(statistics.mean(scored))
+    assert numbers.spread == pytest.approx(statistics.pstdev(scored))  # of these sentences: divided by their number
+    assert (numbers.low, numbers.high) == (1.75, 5.5)
+    assert store.sentence_numbers(store.open_room(now=T0)) == live.SentenceNumbers(0, 0)
+
+
+def test_the_surprising_tokens_come_from_approved_sentences_only_and_go_with_the_room(store):
+    code, (a, b, c), _ = room_with(store, 3)
+    first = store.add_sentence(code, a, "The cat sat.", 3.0, now=T0, tokens=[("␣cat", 6.5), ("␣sat", 2.0), (".", 0.5)])
+    second = store.add_sentence(code, b, "The cat ran.", 2.0, now=T0, tokens=[("␣cat", 4.0), ("␣ran", 3.0)])
+    store.add_sentence(code, c, "Rude words.", 9.0, now=T0, tokens=[("␣Rude", 12.0), ("␣words", 8.0)])
+    assert store.surprising_tokens(code) == []  # nothing approved: no piece of any text
+    store.approve_sentence(first)
+    store.approve_sentence(second)
+    assert store.surprising_tokens(code) == [live.Surprise("␣cat", 6.5, 2), live.Surprise("␣ran", 3.0, 1),
+                                             live.Surprise("␣sat", 2.0, 1), live.Surprise(".", 0.5, 1)]
+    assert [t.token for t in store.surprising_tokens(code, limit=2)] == ["␣cat", "␣ran"]
+    assert stored_answers(store, "live_sentence_tokens") == 7
+    store.close_room(code, now=T0 + 60)
+    assert store.surprising_tokens(code) == [] and stored_answers(store, "live_sentence_tokens") == 0
+
+
+def test_a_loss_that_is_not_a_finite_number_is_not_stored(store):
+    code, (token,), _ = room_with(store, 1)
+    for loss, tokens in ((math.inf, ()), (1.0, [("x", math.nan)])):
+        with pytest.raises(ValueError):
+            store.add_sentence(code, token, "A sentence.", loss, now=T0, tokens=tokens)
+    assert store.sentences(code, approved_only=False) == []
+
+
+def test_check_sentence_strips_and_refuses_as_add_sentence_does():
+    assert live.check_sentence("  A cat.\n") == "A cat."
+    for text in (None, "", " \n ", "x" * (live.MAX_SENTENCE + 1)):
+        with pytest.raises(SentenceRefused) as raised:
+            live.check_sentence(text)
+        one_sentence(raised.value)
 
 
 # a room of 200
