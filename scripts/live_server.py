@@ -28,6 +28,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run
 SETTLED = ("document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScriptState === 'notRunning' && "
            "!document.querySelector('[data-testid=\"stSkeleton\"]')")
 LOSS_METRIC = "[data-testid='stMetric']:has-text('Loss: mean') [data-testid='stMetricValue']"
+# How tall the page is: the main area is the element that scrolls, the sidebar and the header aside
+MAIN_HEIGHT = "document.querySelector('[data-testid=stMain]').scrollHeight"
 
 
 @contextlib.contextmanager
@@ -81,6 +83,22 @@ def _wait_for_health(url: str, process, seconds: float = 120) -> None:
             pass  # not listening yet
         time.sleep(0.5)  # the interval between two polls, within the deadline above
     raise RuntimeError(f"streamlit did not answer on /_stcore/health within {seconds:.0f} s")
+
+
+def settled_height(tab, quiet_s: float = 1.0, timeout_s: float = 120) -> int:
+    """The main area's height in px (MAIN_HEIGHT) once the page has settled: its first drawing there, the script
+    run over (SETTLED), and the height unchanged for ``quiet_s`` (a chart or a table takes its size a moment after
+    the run)."""
+    tab.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout_s * 1000)
+    tab.wait_for_function(SETTLED, timeout=timeout_s * 1000)
+    deadline = time.monotonic() + timeout_s
+    height, since = tab.evaluate(MAIN_HEIGHT), time.monotonic()
+    while time.monotonic() - since < quiet_s and time.monotonic() < deadline:
+        tab.wait_for_timeout(200)
+        now = tab.evaluate(MAIN_HEIGHT)
+        if now != height or not tab.evaluate(SETTLED):
+            height, since = now, time.monotonic()
+    return height
 
 
 @dataclass
