@@ -323,16 +323,18 @@ st.markdown(escape_markdown(
     ", the loss type and the advantages shape it; ε, β, one ratio per answer and the KL's weighting change nothing "
     f"there (‖g‖ = {fmt_norm(step.updates[0].grad_norm)} whatever they are). From the second update on (μ ≥ 2) "
     "every control acts: section 5."))
-shown = st.selectbox("Answer shown token by token (here and in section 5)", range(group.size),
-                     format_func=lambda i: answer_label(i, scores[i]), key="grpo_answer")
-st.markdown(escape_markdown(
-    f"Each token's term is −min(r·A, clip(r, 1 − ε, 1 + ε)·A) + β·KL, with r = π_θ / π_old = e^(log π_θ − log π_old), "
-    f"A its answer's advantage ({fmt_signed(chosen_advantages[shown])} for this answer) and ε = {fmt(epsilon, 4)}. "
-    "π_old is the policy that sampled the group; π_θ the one being trained; the reference π_ref the model before "
-    f"training, here the shared {loaded.name}. The last two columns, ∂ clip and ∂ KL, are the {loss_type} loss's "
-    "gradient with respect to the token's log π_θ, from the clipped term and from the KL term: a negative one raises "
-    "the token."))
-key_table(token_table(before, group, shown), "grpo-tokens-update-1.csv", hide_index=True)
+# folded (issue 39: the page was 11.7 screens): the sentences around it say what the table shows, every ratio 1
+with st.expander("Each token's term, and one answer's tokens at the first update (a table)"):
+    shown = st.selectbox("Answer shown token by token (here and at update 2, section 5)", range(group.size),
+                         format_func=lambda i: answer_label(i, scores[i]), key="grpo_answer")
+    st.markdown(escape_markdown(
+        f"Each token's term is −min(r·A, clip(r, 1 − ε, 1 + ε)·A) + β·KL, with r = π_θ / π_old = "
+        f"e^(log π_θ − log π_old), A its answer's advantage ({fmt_signed(chosen_advantages[shown])} for this answer) "
+        f"and ε = {fmt(epsilon, 4)}. π_old is the policy that sampled the group; π_θ the one being trained; the "
+        f"reference π_ref the model before training, here the shared {loaded.name}. The last two columns, ∂ clip and "
+        f"∂ KL, are the {loss_type} loss's gradient with respect to the token's log π_θ, from the clipped term and "
+        "from the KL term: a negative one raises the token."))
+    key_table(token_table(before, group, shown), "grpo-tokens-update-1.csv", hide_index=True)
 st.markdown(escape_markdown(
     "At the first update π_θ is π_old: the same weights, so every log π_θ − log π_old is 0 and every ratio is exactly "
     f"1. Then r·A = clip(r)·A = A, nothing is clipped ({clip_count(before)}), and the KL to the reference, the same "
@@ -349,17 +351,19 @@ if abs(before.losses[loss_type].loss) < 1e-9 and step.grad_norm > 0:
 
 st.subheader("4. One loss for the group: the ways to average the tokens")
 weight = {kind: before.losses[kind].token_weights for kind in LOSS_TYPES}
-st.markdown("What one token of each answer weighs in the loss, under each loss type:")
-key_table(pd.DataFrame({  # short headers: with luspo's column the table must still fit 1280 px
-    "answer": [answer_label(i, r) for i, r in enumerate(scores)],
-    "tokens": before.lengths,
-    "A": [fmt_signed(a) for a in chosen_advantages],
-    "grpo": [fmt_prob(w) for w in weight[GRPO]],
-    "bnpo, dapo": [fmt_prob(w) for w in weight[DAPO]],
-    "dr_grpo": [fmt_prob(w) for w in weight[DR_GRPO]],
-    "luspo": [fmt_prob(w) for w in weight[LUSPO]],
-}), "grpo-token-weights.csv", hide_index=True)
-with st.expander("Where each loss type comes from, and the loss at the first update"):  # folded: detail
+# folded: the sentence under it sets two answers' weights side by side, the length bias a class is shown
+with st.expander("Each loss type: one token's weight in each answer (a table), its source, its loss at the first "
+                 "update"):
+    st.markdown("What one token of each answer weighs in the loss, under each loss type:")
+    key_table(pd.DataFrame({  # short headers: with luspo's column the table must still fit 1280 px
+        "answer": [answer_label(i, r) for i, r in enumerate(scores)],
+        "tokens": before.lengths,
+        "A": [fmt_signed(a) for a in chosen_advantages],
+        "grpo": [fmt_prob(w) for w in weight[GRPO]],
+        "bnpo, dapo": [fmt_prob(w) for w in weight[DAPO]],
+        "dr_grpo": [fmt_prob(w) for w in weight[DR_GRPO]],
+        "luspo": [fmt_prob(w) for w in weight[LUSPO]],
+    }), "grpo-token-weights.csv", hide_index=True)
     st.markdown("\n".join(f"- **{kind}**: {escape_markdown(LOSS_TYPE_SOURCES[kind])}. At the first update: "
                           f"{fmt(before.losses[kind].loss)}." for kind in LOSS_TYPES))
     st.caption(escape_markdown(
@@ -436,35 +440,40 @@ else:
         + (f" (β = {fmt(beta, 3)}: with β = 0 it would not)." if beta > 0 else ": here β = 0, so it does not.")
         + (" Each ratio is the answer's own, e to the mean of its tokens' log-ratios (sequence level): TRL counts "
            "the clipped answers." if level == SEQUENCE else " Each token has its own ratio (token level).")))
-    st.markdown(escape_markdown(
-        f"The answer shown at update 2: {len(held)} of its {len(second.tokens[shown])} tokens clipped; its "
-        f"strongest KL pull is on token {pulled + 1}, “{group.answers[shown].tokens[pulled]}”, "
-        f"{fmt_grad(second.tokens[shown][pulled].kl_gradient)} against the clip term's "
-        f"{fmt_grad(second.tokens[shown][pulled].surrogate_gradient)}."))
-    key_table(token_table(second, group, shown), "grpo-tokens-update-2.csv", hide_index=True)
-    if level == SEQUENCE:
-        st.caption(escape_markdown(
-            f"GSPO's paper clips its sequence ratio far tighter, to [1 − {GSPO_EPSILON_LOW:g}, 1 + "
-            f"{GSPO_EPSILON_HIGH:g}], since a mean of log-ratios moves much less than one token's, and its loss is "
-            "loss type grpo at sequence level. Try ε = 0.0003."))
-key_table(pd.DataFrame({
-    "answer": [answer_label(i, r) for i, r in enumerate(scores)],
-    "A": [fmt_signed(a) for a in chosen_advantages],
-    "Σ log π before": [fmt(v) for v in step.answer_logps_before],
-    f"after {updates}": [fmt(v) for v in step.answer_logps_after],
-    "p(answer) before": [fmt_prob(math.exp(v)) for v in step.answer_logps_before],
-    "after": [fmt_prob(math.exp(v)) for v in step.answer_logps_after],
-}), "grpo-answers-after.csv", hide_index=True)
-rms = step.grad_norm / math.sqrt(step.weights)
-st.caption(escape_markdown(
-    f"p(answer) = e^(Σ log π): the probability of drawing exactly that answer again at temperature "
-    f"{group.temperature:g}. A positive advantage raises it, a negative one lowers it; an answer whose advantage is "
-    "0 moves only through the weights it shares with the others. Real GRPO runs use ") + term('AdamW', 'AdamW')
-    + escape_markdown(" at a rate near "
-    f"{TRL.learning_rate:g} (TRL's default), {lr / TRL.learning_rate:,.0f} times below this page's: AdamW moves "
-    "every weight whose gradient is well above its eps by about the rate itself, while an SGD step moves a weight "
-    f"by lr · |g|, and here the gradient's {step.weights:,} entries have a root mean square of ‖g‖ / √n = "
-    f"{fmt_gap(rms)}, so at lr = {lr:g} a typical weight moves by about {fmt_gap(lr * rms)}."))
+    # folded (issue 39): the sentence above says what the clip and the KL do at update 2; this is one answer's detail
+    with st.expander("One answer's tokens at update 2: which the clip holds, where the KL pulls (a table)"):
+        st.markdown(escape_markdown(
+            f"The answer chosen in section 3, at update 2: {len(held)} of its {len(second.tokens[shown])} tokens "
+            f"clipped; its strongest KL pull is on token {pulled + 1}, “{group.answers[shown].tokens[pulled]}”, "
+            f"{fmt_grad(second.tokens[shown][pulled].kl_gradient)} against the clip term's "
+            f"{fmt_grad(second.tokens[shown][pulled].surrogate_gradient)}."))
+        key_table(token_table(second, group, shown), "grpo-tokens-update-2.csv", hide_index=True)
+        if level == SEQUENCE:
+            st.caption(escape_markdown(
+                f"GSPO's paper clips its sequence ratio far tighter, to [1 − {GSPO_EPSILON_LOW:g}, 1 + "
+                f"{GSPO_EPSILON_HIGH:g}], since a mean of log-ratios moves much less than one token's, and its loss "
+                "is loss type grpo at sequence level. Try ε = 0.0003."))
+# folded: the pinned panel gives the rewarded answers' and the others' mean change of log π
+with st.expander("Each answer's log π and probability before and after the updates (a table), and why real runs "
+                 "take far smaller steps"):
+    key_table(pd.DataFrame({
+        "answer": [answer_label(i, r) for i, r in enumerate(scores)],
+        "A": [fmt_signed(a) for a in chosen_advantages],
+        "Σ log π before": [fmt(v) for v in step.answer_logps_before],
+        f"after {updates}": [fmt(v) for v in step.answer_logps_after],
+        "p(answer) before": [fmt_prob(math.exp(v)) for v in step.answer_logps_before],
+        "after": [fmt_prob(math.exp(v)) for v in step.answer_logps_after],
+    }), "grpo-answers-after.csv", hide_index=True)
+    rms = step.grad_norm / math.sqrt(step.weights)
+    st.caption(escape_markdown(
+        f"p(answer) = e^(Σ log π): the probability of drawing exactly that answer again at temperature "
+        f"{group.temperature:g}. A positive advantage raises it, a negative one lowers it; an answer whose advantage "
+        "is 0 moves only through the weights it shares with the others. Real GRPO runs use ") + term('AdamW', 'AdamW')
+        + escape_markdown(" at a rate near "
+        f"{TRL.learning_rate:g} (TRL's default), {lr / TRL.learning_rate:,.0f} times below this page's: AdamW moves "
+        "every weight whose gradient is well above its eps by about the rate itself, while an SGD step moves a weight "
+        f"by lr · |g|, and here the gradient's {step.weights:,} entries have a root mean square of ‖g‖ / √n = "
+        f"{fmt_gap(rms)}, so at lr = {lr:g} a typical weight moves by about {fmt_gap(lr * rms)}."))
 
 st.subheader("6. The reward model, and DPO as one")
 st.markdown(

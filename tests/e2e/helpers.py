@@ -4,7 +4,9 @@ import os
 import re
 from pathlib import Path
 
-from scripts.live_server import ROOT, SETTLED
+from playwright.sync_api import expect
+
+from scripts.live_server import ROOT, SETTLED, settled_height
 
 # where the page screenshots go: CI keeps them as artifacts; scripts/update_screenshots sets docs/screenshots
 ARTIFACTS = Path(os.environ.get("LMVIZ_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
@@ -14,6 +16,23 @@ def settle(tab, timeout=120_000):
     """Wait until the script run has finished and no element is still a loading placeholder."""
     tab.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout)
     tab.wait_for_function(SETTLED, timeout=timeout)
+
+
+def open_folds(tab, label: str | None = None) -> int:
+    """Open every folded part (st.expander) of the main area that is closed (only those whose label contains
+    ``label``, when given), as a learner clicking each label does, and wait until the page has settled and stopped
+    growing; return how many were opened. A page folds what a class does not need on first view (issue 39); a test
+    that reads or measures what is inside opens it first."""
+    summaries = tab.locator("[data-testid='stMain'] [data-testid='stExpander'] details:not([open]) > summary")
+    if label is not None:
+        summaries = summaries.filter(has_text=label)
+    handles = summaries.element_handles()  # each found once: an opened part leaves the selector's matches
+    for summary in handles:
+        summary.scroll_into_view_if_needed()
+        summary.click()
+    expect(summaries).to_have_count(0)
+    settled_height(tab)  # each part opens with an animation: nothing is measured before it has ended
+    return len(handles)
 
 
 def assert_no_error(tab):
@@ -29,10 +48,11 @@ def metric(tab, label: str):
 
 
 # Each visible table of the main area whose content is wider than its box (a glide grid scrolls inside its
-# .dvn-scroller; an st.table inside its own wrapper) or whose box runs past the window's right edge.
+# .dvn-scroller; an st.table inside its own wrapper) or whose box runs past the window's right edge. A table in a
+# closed st.expander is not seen (checkVisibility), and a glide grid laid out there measures 9 px too wide.
 OVERFLOWING_TABLES = """() => [...document.querySelectorAll(
     '[data-testid=stMain] [data-testid=stDataFrame], [data-testid=stMain] [data-testid=stTable]')]
-  .filter(t => t.offsetParent !== null && t.getBoundingClientRect().width > 0)
+  .filter(t => t.offsetParent !== null && t.checkVisibility() && t.getBoundingClientRect().width > 0)
   .map(t => ({table: t, box: t.querySelector('.dvn-scroller') || t.querySelector('table')?.parentElement || t}))
   .filter(({table, box}) => box.scrollWidth > box.clientWidth + 1 || table.getBoundingClientRect().right > innerWidth)
   .map(({table, box}) => `${table.dataset.testid} ${box.scrollWidth} px in ${box.clientWidth} px: ` +

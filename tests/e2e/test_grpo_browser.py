@@ -15,7 +15,7 @@ from lmviz.lessons.grpo import (
     rewards,
     sample_group,
 )
-from tests.e2e.helpers import assert_no_error, metric, overflowing_tables, settle
+from tests.e2e.helpers import assert_no_error, metric, open_folds, overflowing_tables, settle
 
 PROMPT = "What is 7 + 5? Reply with just the number."
 
@@ -45,6 +45,9 @@ def test_the_pages_tables_fit_and_its_panel_is_the_librarys(projector, server, b
     group, adv = default_group
     expect(metric(projector, "Rewarded answers")).to_have_text("2 of 8")
     expect(metric(projector, "Clipped at update 2")).to_have_text(clipped(page_step(bundled, group, adv)))
+    assert open_folds(projector) >= 4  # the token, weight and answer tables are folded (issue 39)
+    expect(projector.locator("[data-testid='stMain'] :is([data-testid=stDataFrame], [data-testid=stTable])",
+                             has_text="∂ clip")).to_have_count(2)  # the first update's and the second's
     assert overflowing_tables(projector) == []
     assert_no_error(projector)
 

@@ -84,7 +84,7 @@ def _weights_question(step: GrpoStep) -> Question:
                + ("The answers are as long as each other, so their tokens weigh the same." if answer == SAME else
                   "A long answer's tokens each weigh less, so a long wrong answer is pushed down less per token "
                   "than a short one: the length bias Dr. GRPO and DAPO remove by weighing every token alike."),
-        hint="section 4's table gives one token's weight in each answer under each loss type.")
+        hint="section 4's table (folded: open it) gives one token's weight in each answer under each loss type.")
 
 
 def _bradley_terry_question(preference: BradleyTerry) -> Question:
