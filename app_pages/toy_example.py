@@ -214,11 +214,12 @@ st.caption(
 )
 
 st.subheader("Why small probabilities cost so much")
-names = [f"{t}: {w}" for t, w in enumerate(walk["labels"])]
-show_chart(plots.nll_curve(walk["p_label"], names, walk["loss"], walk["uniform_loss"], font_px=chart_font_px()),
-           key="toy_nll_curve")
-st.caption("-log p is 0 when the model is certain and right (p = 1) and grows without bound as p falls to 0"
-           + (": a p of 0 is off the top of any chart, marked by the arrow." if walk["impossible"] else "."))
+st.markdown("-log p is 0 when the model is certain and right (p = 1) and grows without bound as p falls to 0"
+            + (": a p of 0 is off the top of any chart, marked by the arrow." if walk["impossible"] else "."))
+with st.expander("The curve of -log p, with this sentence's five labels on it (a chart)"):  # folded (issue 39)
+    names = [f"{t}: {w}" for t, w in enumerate(walk["labels"])]
+    show_chart(plots.nll_curve(walk["p_label"], names, walk["loss"], walk["uniform_loss"], font_px=chart_font_px()),
+               key="toy_nll_curve")
 
 st.subheader("4. How training lowers the loss: the gradient, and one step")
 st.markdown(
@@ -250,13 +251,15 @@ gradient = toy.loss_gradient(probs)
 # In presentation mode its 12 rows of 24 px text were 565 px high, and under the pinned panel 550 px of a 720 px
 # screen are left: a tighter line (1.25, not 1.5) shows the whole table, sum row and all, at once.
 st.html(f"""<style>.st-key-{GRADIENT_KEY} [data-testid="stTable"] :is(th, td) {{ line-height: 1.25; }}</style>""")
-with st.container(key=GRADIENT_KEY):
-    key_table(gradient_table(gradient.tolist()), "toy-gradient.csv", height="content")
-st.caption(
-    f"{TRUE_MARK} marks the true word's entry, (p − 1)/5: negative, so raising that logit lowers the loss. Every "
-    "other entry is p/5, so lowering those logits lowers it too. Each column adds up to (1 − 1)/5 = 0, up to "
-    f"float64's rounding (the largest leftover here: {fmt_gap(gradient.sum(dim=-1).abs().max().item())})."
-)
+# folded (issue 39): the sentence above gives the formula, the step below its effect
+with st.expander("The gradient entry by entry: (p − y)/5 for every word at every position (a table)"):
+    with st.container(key=GRADIENT_KEY):
+        key_table(gradient_table(gradient.tolist()), "toy-gradient.csv", height="content")
+    st.caption(
+        f"{TRUE_MARK} marks the true word's entry, (p − 1)/5: negative, so raising that logit lowers the loss. Every "
+        "other entry is p/5, so lowering those logits lowers it too. Each column adds up to (1 − 1)/5 = 0, up to "
+        f"float64's rounding (the largest leftover here: {fmt_gap(gradient.sum(dim=-1).abs().max().item())})."
+    )
 
 st.markdown(
     "One step of gradient descent moves every logit against its gradient, z' = z − η·g, where η is the "
@@ -306,14 +309,15 @@ def one_row_by_hand(t: int) -> str:
 
 
 shown = next((t for t, p in enumerate(walk["p_label"]) if p > 0), None)  # ln 0 = −∞: no arithmetic to show
-if shown is not None:
-    st.markdown(one_row_by_hand(shown))
-st.caption(
-    f"z' = z − η·g is the update of {term('SGD', 'SGD')}, one {term('optimizer step', 'optimizer step')} with the "
-    "logits as the weights. A real model's step moves its weights instead, and the logits follow; the Train page "
-    f"trains its models with {term('AdamW', 'AdamW')}, which divides each weight's step by the size of that "
-    "weight's recent gradients."
-)
+with st.expander("One row's step by hand, and how a real model's step differs"):  # folded (issue 39)
+    if shown is not None:
+        st.markdown(one_row_by_hand(shown))
+    st.caption(
+        f"z' = z − η·g is the update of {term('SGD', 'SGD')}, one {term('optimizer step', 'optimizer step')} with "
+        "the logits as the weights. A real model's step moves its weights instead, and the logits follow; the Train "
+        f"page trains its models with {term('AdamW', 'AdamW')}, which divides each weight's step by the size of "
+        "that weight's recent gradients."
+    )
 
 show_code(toy.toy_loss, toy.loss_gradient, toy.one_step, clm_loss, token_cross_entropy)
 check_yourself("toy", build_questions(walk, step))

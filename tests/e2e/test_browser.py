@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from lmviz.course.registry import PATH
 from lmviz.lessons.causal_lm import analyse_clm
 from scripts.live_server import ROOT, running_server, sentence_page_at_once
-from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, open_folds, settle
 
 CHART = ".js-plotly-plot g.trace"  # a chart has drawn its first trace
 # page -> (its path, an element that is there only once the page has computed everything): for every lesson of
@@ -65,6 +65,7 @@ def test_a_link_to_a_page_works_as_the_first_visit_after_the_server_starts(brows
 def test_toy_page_shows_the_articles_loss_and_its_chart(page, server):
     open_page(page, server, *PAGES["toy"])
     expect(page.locator("[data-testid='stMain']")).to_contain_text("0.86302")
+    open_folds(page)  # the chart is folded (issue 39)
     assert wait_for_points(page, 5, 0, 1) == 5  # one marker per position
     expect(page.locator(".js-plotly-plot")).to_have_count(1)
 

@@ -20,7 +20,7 @@ def test_a_typed_probability_reaches_the_loss_in_a_browser(browser, server, posi
     expected = by_hand({position: {word: value}})
     tab = browser.new_page(viewport={"width": 1280, "height": 2400})
     tab.goto(f"{server}/toy")
-    tab.wait_for_selector(".js-plotly-plot g.trace", timeout=120_000)
+    tab.wait_for_selector(".js-plotly-plot g.trace", state="attached", timeout=120_000)  # folded: not visible
     tab.wait_for_function(SETTLED, timeout=120_000)
     type_into_editor(tab, position, word, typed)
     cell = f"#glide-cell-{toy.VOCAB.index(word) + 1}-{position}"  # the editor's accessible copy of the cell
@@ -88,7 +88,7 @@ def test_edits_in_a_row_at_1280x720_on_a_page_drawn_for_the_first_time_each_reac
 
     tab = browser.new_page(viewport={"width": 1280, "height": 720})
     tab.goto(f"{server}/toy")  # a new session: the page's first drawing
-    tab.wait_for_selector(".js-plotly-plot g.trace", timeout=120_000)
+    tab.wait_for_selector(".js-plotly-plot g.trace", state="attached", timeout=120_000)  # folded: not visible
     tab.wait_for_function(SETTLED, timeout=120_000)
     edits = {}
     for typed in ("0.004", "0.002", "0.003"):

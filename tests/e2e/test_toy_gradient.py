@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from lmviz.core import toy
 from lmviz.core.numbers import fmt
-from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, overflowing_tables, settle
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, open_folds, overflowing_tables, settle
 
 MODES = {"default": "", "presentation": "?present=1"}
 TABLES = "[data-testid='stMain'] [data-testid='stDataFrame'], [data-testid='stMain'] [data-testid='stTable']"
@@ -18,9 +18,12 @@ def test_the_gradient_table_fits_and_a_new_rate_shows_the_librarys_loss_after_th
     projector.goto(f"{server}/toy{MODES[mode]}")
     settle(projector)
     projector.wait_for_timeout(600)  # presentation mode folds the sidebar: its animation ends before measuring
+    assert open_folds(projector, "The gradient entry by entry") == 1  # folded (issue 39)
     gradient = projector.locator(TABLES, has_text="✓ -0.100000")  # row 0's true label, (0.5 − 1)/5
     expect(gradient).to_have_count(1)
-    gradient.scroll_into_view_if_needed()
+    # centred: in its fold the table's edges fall between two pixels, and scrolled only just into view its last
+    # 0.41 px was past the screen's edge
+    gradient.evaluate("e => e.scrollIntoView({block: 'center'})")
     expect(gradient).to_be_in_viewport(ratio=1)
     panel = projector.locator(".st-key-result-panel").bounding_box()  # pinned: the table scrolls under it
     shown = 720 - (panel["y"] + panel["height"])

@@ -51,8 +51,8 @@ def gradient_questions(walk: dict, step: dict, rows: list[str]) -> list[Question
                     "with respect to that word's logit?", entry,
         reason=f"The true word's entry is (p − 1)/{n} = ({fmt_prob(p)} − 1)/{n} = {fmt(entry)}: negative, so "
                "raising that logit lowers the loss.",
-        hint=f"the true word's entry is (p − 1)/{n}, with {n} labels in the mean; section 4's table has every "
-             "entry.")]
+        hint=f"the true word's entry is (p − 1)/{n}, with {n} labels in the mean; section 4's table of the "
+             "gradient, folded, has every entry.")]
     t = RISE_ROW
     before, after = walk["p_label"][t], step["p_label_after"][t]
     change = "it rises" if after > before else "it falls" if after < before else "it stays the same"
