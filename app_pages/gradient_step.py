@@ -234,11 +234,13 @@ st.subheader("2. Where the gradient is largest")
 show_chart(plots.push_and_loss_bars([r.target_token for r in gradient.rows], [r.row_norm for r in gradient.rows],
                                     [r.nll for r in gradient.rows]), key="push_bars")
 st.markdown(escape_markdown(
-    "A row's length, ‖row‖, is how fast the loss changes as that position's logits change: with p = p(label) "
-    "and p_v the other tokens' probabilities, ‖row‖ = √((1 − p)² + Σ p_v²) / N. The p_v add up to 1 − p, so "
-    "Σ p_v² lies between 0 (spread thinly over many tokens) and (1 − p)² (all on one): ‖row‖ lies between "
-    "(1 − p)/N and √2 · (1 − p)/N. It grows as p(label) falls, and as the wrong probability gathers on fewer "
-    "tokens.\n\n" + longest_and_shortest_rows(gradient)))
+    "A row's length, ‖row‖, is how fast the loss changes as that position's logits change. It grows as p(label) "
+    "falls, and as the wrong probability gathers on fewer tokens.\n\n" + longest_and_shortest_rows(gradient)))
+with st.expander("Why a row's length lies between (1 − p)/N and √2 · (1 − p)/N"):  # folded (issue 39): a derivation
+    st.markdown(escape_markdown(
+        "With p = p(label) and p_v the other tokens' probabilities, ‖row‖ = √((1 − p)² + Σ p_v²) / N. The p_v add "
+        "up to 1 − p, so Σ p_v² lies between 0 (spread thinly over many tokens) and (1 − p)² (all on one): ‖row‖ "
+        "lies between (1 − p)/N and √2 · (1 − p)/N."))
 st.subheader(f"3. One step of SGD at lr = {lr:g}")
 st.markdown(
     "The gradient with respect to the logits flows back through every layer (backpropagation) to a gradient g "
@@ -246,19 +248,20 @@ st.markdown(
     "them at once. The step changes weights, not logits: the logits change because the weights they are computed "
     "from did. Then the text is scored again:")
 changes = result.text
-key_table(pd.DataFrame({
-    "position": [r.position for r in changes.rows],
-    "label (next token)": [r.target_token for r in changes.rows],
-    "p(label) before": [fmt_prob(r.prob_before) for r in changes.rows],
-    "p(label) after": [fmt_prob(r.prob_after) for r in changes.rows],
-    "-log p before": [fmt(r.nll_before) for r in changes.rows],
-    "-log p after": [fmt(r.nll_after) for r in changes.rows],
-}), "sgd-step.csv", hide_index=True)
 risen = sum(r.prob_after > r.prob_before for r in changes.rows)
-st.caption(escape_markdown(
+st.markdown(escape_markdown(
     f"{risen} of the {len(changes.rows)} labels became more likely. The loss went {fmt(changes.loss_before)} → "
     f"{fmt(changes.loss_after)}: " + ("it fell." if changes.loss_after < changes.loss_before else
                                       "it rose, the step was too large.")))
+with st.expander("Each label's p and -log p before and after the step (a table)"):  # folded (issue 39)
+    key_table(pd.DataFrame({
+        "position": [r.position for r in changes.rows],
+        "label (next token)": [r.target_token for r in changes.rows],
+        "p(label) before": [fmt_prob(r.prob_before) for r in changes.rows],
+        "p(label) after": [fmt_prob(r.prob_after) for r in changes.rows],
+        "-log p before": [fmt(r.nll_before) for r in changes.rows],
+        "-log p after": [fmt(r.nll_after) for r in changes.rows],
+    }), "sgd-step.csv", hide_index=True)
 
 st.subheader("4. What else the step changes")
 if other_problem is not None:
@@ -270,12 +273,13 @@ else:
         "beliefs. "
         f"“{quotable(moved.text)}”, never learnt, went {fmt(moved.loss_before)} → {fmt(moved.loss_after)} after one "
         f"step ({fmt(moved.loss_last)} after {result.steps})."))
-    key_table(pd.DataFrame({
-        "label (next token)": [r.target_token for r in moved.rows],
-        "p(label) before": [fmt_prob(r.prob_before) for r in moved.rows],
-        "after 1 step": [fmt_prob(r.prob_after) for r in moved.rows],
-        f"after {result.steps}": [fmt_prob(r.prob_last) for r in moved.rows],
-    }), "other-text.csv", hide_index=True)
+    with st.expander("The other text's labels one by one: p before and after the steps (a table)"):  # folded
+        key_table(pd.DataFrame({
+            "label (next token)": [r.target_token for r in moved.rows],
+            "p(label) before": [fmt_prob(r.prob_before) for r in moved.rows],
+            "after 1 step": [fmt_prob(r.prob_after) for r in moved.rows],
+            f"after {result.steps}": [fmt_prob(r.prob_last) for r in moved.rows],
+        }), "other-text.csv", hide_index=True)
 
 st.subheader("5. A few more steps")
 show_chart(plots.loss_per_step(losses),

@@ -6,7 +6,7 @@ from playwright.sync_api import expect
 
 from lmviz.core.numbers import fmt
 from lmviz.lessons.gradient_step import sgd_steps
-from tests.e2e.helpers import assert_no_error, metric, overflowing_tables, settle
+from tests.e2e.helpers import assert_no_error, metric, open_folds, overflowing_tables, settle
 
 TEXT, OTHER = "The capital of France is Paris.", "The capital of France is Berlin."
 
@@ -19,6 +19,7 @@ def test_the_pages_tables_fit_and_its_numbers_are_the_librarys(projector, server
     expect(metric(projector, "Loss before")).to_have_text(fmt(expected.losses[0]))
     expect(metric(projector, "After 1 step")).to_have_text(fmt(expected.losses[1]))
     expect(metric(projector, "After 3 steps")).to_have_text(fmt(expected.losses[3]))
+    assert open_folds(projector) >= 2  # sections 3 and 4 fold their tables (issue 39)
     assert overflowing_tables(projector) == []
     assert_no_error(projector)
 

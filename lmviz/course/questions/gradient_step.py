@@ -57,4 +57,4 @@ def _rises_question(steps: SgdSteps) -> Question:
                   "share, outweigh its own)." if rose else
                   "It fell, though the step was taken to lower the loss: at this rate the step overshoots, or the "
                   "other labels' gradients, through the weights they share, outweigh this one's."),
-        hint="compare p(label) before and after in section 3's table.")
+        hint="compare p(label) before and after in section 3's table (folded: open it).")
