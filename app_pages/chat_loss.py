@@ -226,9 +226,10 @@ key_table(pd.DataFrame({
 }), "chat-loss-by-labelling.csv", hide_index=True, row_height=LOSSES_ROW_PX, column_config=LOSSES_COLUMNS)
 gap = max(abs(result.loss(w)[0] - result.loss(w)[1]) for w in shown)
 st.caption(f"Largest difference: {fmt_gap(gap)} (float32 rounding).")
-if chat.completion_labels is not None:
-    st.markdown(escape_markdown(difference_sentence(chat)))
-st.markdown(escape_markdown(generation_block_sentence(chat, loaded.name)))
+with st.expander("How TRL's labels differ from lmviz's: completion-only, and assistant_only_loss"):  # folded
+    if chat.completion_labels is not None:
+        st.markdown(escape_markdown(difference_sentence(chat)))
+    st.markdown(escape_markdown(generation_block_sentence(chat, loaded.name)))
 
 st.subheader("4. Two answers to the same question")
 other = linked_text("chat_other", st.text_input, "Another answer, to compare")
@@ -265,7 +266,9 @@ else:
            " By the mean -log p, which does not favour shorter answers, it prefers the other one."))
 
 st.subheader("5. Preference training (DPO) is built from summed log-probabilities")
-st.markdown(terms_linked(
+# folded (issue 39): the slider and its loss below are the section's result; this is what the formula's terms are
+definitions = st.expander("What DPO's loss is: the policy π, the reference π_ref, σ and β, and the log π used here")
+definitions.markdown(terms_linked(
     "Direct preference optimisation (DPO) trains a model, called the policy π, to prefer a chosen answer over a "
     "rejected one. π(answer) is the probability the policy gives the whole answer after the prompt, so log π(answer) "
     "is a sum of log p over the answer's tokens. The reference π_ref is a frozen copy of the model as it was before "
@@ -280,7 +283,7 @@ if with_trl:  # TRL's sums run over the completion labels' tokens (section 4's l
     trl_sums = (" TRL's DPOTrainer sums log p over every token after the generation prompt instead, those of TRL's "
                 "completion-only labels (section 4's last column)"
                 + (f", which here adds {' '.join(chat.tokens[p] for p in extra)} to each sum." if extra else "."))
-st.markdown(escape_markdown(
+definitions.markdown(escape_markdown(
     "On this page each log π is a Σ log p of section 4's table, over the answer and its end-of-turn token, with the "
     f"first answer as the chosen one.{trl_sums}"))
 raised = url_state.linked(url_state.number("chat_dpo_raise", 0.0, -5.0, 5.0, 0.5), st.slider,
