@@ -181,16 +181,18 @@ end.metric("Mean of the sentences' means", fmt(right.mean_of_means))
 st.markdown(f"The model adds up all {sum(right.sentence_counts)} -log p and divides by "
             f"{sum(right.sentence_counts)}, so a sentence with more tokens weighs more; the mean of means gives "
             f"each of the {len(sequences)} sentences the same weight, whatever its length.")
-key_table(pd.DataFrame({
-    "padding": SIDES,
-    "out.loss": [fmt(results[s][3].model_loss, CHECK_DIGITS) for s in SIDES],
-    "token-weighted mean": [fmt(results[s][3].token_weighted_mean, CHECK_DIGITS) for s in SIDES],
-    "predictions counted": [sum(results[s][3].sentence_counts) for s in SIDES],
-    "of which predicted at a pad": [int(results[s][3].from_padding.sum()) for s in SIDES],
-}), "batch-means.csv", hide_index=True)
-st.caption("With left padding the last pad 'predicts' each padded sentence's first real token; that label is not "
-           "-100, so Hugging Face's loss counts it. Set that label to -100 too (lmviz's clm_loss does, from the "
-           "attention mask) and left padding gives the right-padding numbers.")
+with st.expander("Right and left padding's losses side by side (a table), and why left padding counts more "
+                 "predictions"):  # folded (issue 39): the metrics above are the section's result, with right padding
+    key_table(pd.DataFrame({
+        "padding": SIDES,
+        "out.loss": [fmt(results[s][3].model_loss, CHECK_DIGITS) for s in SIDES],
+        "token-weighted mean": [fmt(results[s][3].token_weighted_mean, CHECK_DIGITS) for s in SIDES],
+        "predictions counted": [sum(results[s][3].sentence_counts) for s in SIDES],
+        "of which predicted at a pad": [int(results[s][3].from_padding.sum()) for s in SIDES],
+    }), "batch-means.csv", hide_index=True)
+    st.caption("With left padding the last pad 'predicts' each padded sentence's first real token; that label is not "
+               "-100, so Hugging Face's loss counts it. Set that label to -100 too (lmviz's clm_loss does, from the "
+               "attention mask) and left padding gives the right-padding numbers.")
 
 st.subheader("4. Gradient accumulation: the same batch in micro-batches")
 micro = url_state.linked(url_state.number("micro_batch_size", 1, 1, MAX_BATCH_SENTENCES), st.number_input,
@@ -204,17 +206,18 @@ except NothingToScore as problem:
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try fewer or shorter sentences.")
     stop_page()
-key_table(pd.DataFrame({
-    "micro-batch": [("sentence " if len(part) == 1 else "sentences ") + ", ".join(str(i + 1) for i in part)
-                    for part in accumulation.micro_batches],
-    "tokens counted": accumulation.micro_counts,
-    "its own mean loss": [fmt(v) for v in accumulation.micro_means],
-    "sum of -log p ÷ num_items_in_batch": [fmt(v) for v in accumulation.micro_shares],
-}), "batch-micro-batches.csv", hide_index=True)
-left, middle, end = st.columns(3)
+left, middle, end = st.columns(3)  # the control's result, on screen with it
 left.metric("(a) Mean of the micro-batch means", fmt(accumulation.averaged))
 middle.metric("(b) Sum ÷ all counted tokens", fmt(accumulation.summed))
 end.metric("The full batch's loss", fmt(right.model_loss))
+with st.expander("Each micro-batch's tokens and losses (a table)"):  # folded (issue 39)
+    key_table(pd.DataFrame({
+        "micro-batch": [("sentence " if len(part) == 1 else "sentences ") + ", ".join(str(i + 1) for i in part)
+                        for part in accumulation.micro_batches],
+        "tokens counted": accumulation.micro_counts,
+        "its own mean loss": [fmt(v) for v in accumulation.micro_means],
+        "sum of -log p ÷ num_items_in_batch": [fmt(v) for v in accumulation.micro_shares],
+    }), "batch-micro-batches.csv", hide_index=True)
 st.markdown(f"(a) − (b) = {fmt(accumulation.averaged - accumulation.summed)}. Dividing each "
             "micro-batch's loss by the number of micro-batches weighs micro-batches equally, however many tokens "
             f"they hold; giving the loss num_items_in_batch = {count_items(results['right'][2])} (the tokens "
@@ -239,12 +242,13 @@ else:
     st.markdown("Hugging Face's `DataCollatorForLanguageModeling(mlm=False)`, the usual collator for causal-LM "
                 "training, builds the labels with `labels[labels == pad_token_id] = -100`: it masks each "
                 f"sentence's real end token too. Here that drops {lost} of the batch's "
-                f"{sum(right.sentence_counts)} predictions, the end of every sentence:")
-    show_grid(labels.tolist(), names, "batch-labels-pad-is-end.csv")
+                f"{sum(right.sentence_counts)} predictions, the end of every sentence.")
     left, middle, end = st.columns(3)
     left.metric("Loss, labels from the attention mask", fmt(right.model_loss))
     middle.metric("Loss, labels that mask every pad id", fmt(bug.model_loss))
     end.metric("End-of-text predictions lost", lost)
+    with st.expander(f"The labels that mask every pad id: {IGNORE_INDEX} at each sentence's end too (a grid)"):
+        show_grid(labels.tolist(), names, "batch-labels-pad-is-end.csv")  # folded (issue 39): one row per position
     st.markdown("The model is never asked to predict the end of a text, so it never learns to stop. "
                 "Build the labels from the attention mask, or pad with a token that never ends a text.")
 
