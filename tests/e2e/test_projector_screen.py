@@ -1,5 +1,6 @@
-"""What the room sees at 1280×720: the first screen of every lesson in presentation mode, the pinned panel while a
-run is under way, a cold server's first visit, and the charts and tables taken home as PNG and CSV."""
+"""What the room sees at 1280×720: the first screen of every lesson in presentation mode, how many screens tall each
+lesson is, the pinned panel while a run is under way, a cold server's first visit, and the charts and tables taken
+home as PNG and CSV."""
 
 import csv
 import re
@@ -12,10 +13,17 @@ from lmviz.app.chrome import WORKING
 from lmviz.core.numbers import fmt
 from lmviz.course.registry import PATH
 from lmviz.lessons.causal_lm import analyse_clm
-from scripts.live_server import SETTLED, running_server
+from scripts.live_server import SETTLED, running_server, settled_height
 from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, overflowing_tables, settle, type_the_true_next_word
 
 PANEL_METRIC = ".st-key-result-panel [data-testid='stMetric']"
+# The tallest a lesson may be in default mode at 1280×720, in screens of 720 px. Before issue 39 the lessons were 3.0
+# to 11.7 screens (GRPO 8,413 px); each page now folds what a class does not need on first view, and the tallest is
+# 7.1 screens (Toy example), GRPO aside (docs/development/measurements.md has every page's height, before and after).
+MAX_SCREENS = 7.5
+# GRPO keeps six sections, each with its result and its controls, the group's 8 answers token by token (770 px) and
+# five questions (1,350 px) on first view: 8.9 screens
+TALLER = {"grpo": 9.5}
 
 
 @pytest.mark.parametrize("path", [lesson.url_path for lesson in PATH])
@@ -196,6 +204,19 @@ def test_in_default_mode_no_pinned_number_is_cut(projector, server, path):
         '.st-key-result-panel [data-testid=stMetricValue] [data-testid=stMarkdownContainer]')]
         .filter(v => v.scrollWidth > v.clientWidth + 1).map(v => v.innerText)""")
     assert cut == []
+
+
+@pytest.mark.parametrize("path", [lesson.url_path for lesson in PATH])
+def test_in_default_mode_no_lesson_is_more_than_a_few_screens_tall(projector, server, path):
+    """A page a teacher scrolls through on a projector is at most MAX_SCREENS screens tall (TALLER for GRPO): the
+    lessons were up to 11.7 screens before they folded what a class does not need on first view (issue 39)."""
+    assert set(TALLER) <= {lesson.url_path for lesson in PATH}
+    projector.goto(f"{server}/{path}")
+    height = settled_height(projector, timeout_s=300)
+    screens = TALLER.get(path, MAX_SCREENS)
+    assert height <= screens * 720, (f"{path} is {height:,} px tall at 1280×720, {height / 720:.1f} screens of "
+                                     f"720 px: more than {screens:g}")
+    assert_no_error(projector)
 
 
 def test_next_sentences_label_in_words_is_whole_in_default_mode(projector, server):
