@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from lmviz.core import toy
 from lmviz.core.numbers import PERPLEXITY_DIGITS, fmt, fmt_prob
 from lmviz.course.glossary import TERMS
-from tests.helpers import APP, LABELS, by_hand
+from tests.helpers import APP, LABELS, by_hand, unescaped
 
 
 def test_toy_loss_is_the_articles_number():
@@ -414,7 +414,12 @@ def test_in_presentation_mode_section_4s_tables_are_html_tables_with_the_same_nu
     at.run()
     at.switch_page("app_pages/toy_example.py").run()
     assert not at.exception
-    tables = {t.value.index.tolist()[0]: t.value for t in at.table}
+    # an HTML table's cells and labels are escaped Markdown (chrome.text_table): read as the text they show
+    def text(value):
+        return unescaped(value) if isinstance(value, str) else value
+
+    shown = [t.value.rename(index=text, columns=text).map(text) for t in at.table]
+    tables = {table.index.tolist()[0]: table for table in shown}
     assert tables["<s>"].loc["I"].tolist()[0] == "✓ -0.100000"  # the gradient table
     assert tables["p(label) before"].loc["p(label) after"].tolist() == [
         fmt_prob(p) for p in sgd_step(toy.probability_table(), 1.0)["p_label"]]
