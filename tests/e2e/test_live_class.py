@@ -192,7 +192,7 @@ def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(b
 
     numbers = store.sentence_numbers(code)
     assert numbers.sent == 5 and numbers.shown
-    expect(projector.get_by_text("The room's sentences")).to_be_visible(timeout=POLL_MS)
+    expect(projector.get_by_text("The room's sentences", exact=True)).to_be_visible(timeout=POLL_MS)
     assert metric_value(projector, "Sentences sent") == "5"
     assert metric_value(projector, "Mean loss per token") == fmt(numbers.mean)
     assert metric_value(projector, "Standard deviation") == fmt(numbers.spread)
