@@ -8,6 +8,7 @@ import re
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from lmviz.app.live import KEY_PARAM
@@ -43,14 +44,23 @@ def answered(tab) -> str:
 
 def send(phone, given: str) -> None:
     """An answer typed (or picked), left a poll's time before Send, as a student takes theirs."""
-    expect(phone.get_by_role("button", name="Send", exact=True)).to_be_visible(timeout=POLL_MS)  # the form drawn
+    # the question's form drawn (the sentence box below it has a send button of its own)
+    expect(phone.get_by_text(re.compile(r"^Your answer")).first).to_be_visible(timeout=POLL_MS)
     box = phone.get_by_label("Your answer (a number)")
     if box.count():
         box.fill(given)
     else:
         phone.get_by_text(given, exact=True).click()
     phone.wait_for_timeout(2500)  # the page polls meanwhile: what was typed must survive it
-    phone.get_by_role("button", name="Send", exact=True).click()
+    # On a loaded machine a poll can redraw the form just as the click lands: the button is looked up again, and
+    # the click tried again, up to three times within the usual 30 s
+    for attempt in range(3):
+        try:
+            phone.get_by_role("button", name="Send", exact=True).click(timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
     expect(phone.get_by_text("Sent — you can change it until the teacher closes the question.")).to_be_visible(
         timeout=POLL_MS)
 
