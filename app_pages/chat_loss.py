@@ -13,7 +13,7 @@ from lmviz.app.widgets import result_panel, show_code
 from lmviz.core.labels import IGNORE_INDEX
 from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.core.text import escape_markdown
-from lmviz.course.questions.chat_loss import build_questions
+from lmviz.course.questions.chat_loss import ROLE_WORDS, build_questions
 from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures.chips import chip_row, stacked_chip
 from lmviz.figures.palettes import CHAT_ROLE_COLOURS
@@ -46,7 +46,6 @@ from lmviz.serving.scorer import CausalScorer
 MAX_CHARS = 1000
 DEFAULTS = {"chat_user": DEFAULT_QUESTION, "chat_answer": DEFAULT_CHOSEN, "chat_other": DEFAULT_REJECTED,
             "chat_system": ""}
-ROLE_WORDS = {"system": "system", "user": "user", "assistant": "answer", "template": "template"}
 # The three labellings, as the radio names them, and who uses each (read from TRL's SFTTrainer and SFTConfig:
 # completion_only_loss=None means "the completion only" for a prompt-completion dataset, every token otherwise)
 LABELLINGS = {ANSWER: "the answer and its end-of-turn token (lmviz's labels)",

@@ -107,3 +107,9 @@ def with_byte_pieces(lesson) -> AppTest:
     at = open_page(lesson.page)
     getattr(at, kind)(key=key).set_value(text)
     return at.run(timeout=300)
+
+
+def table_rows(question) -> list[dict[str, str]]:
+    """A question's table (what a phone in a live class shows under it) as one dict per row, by its header."""
+    header, *rows = question.table
+    return [dict(zip(header, row)) for row in rows]

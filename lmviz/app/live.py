@@ -332,6 +332,9 @@ def room_view(code: str) -> None:
         right.markdown(f"{_phones(room)} joined" + (f": `{link}`" if link else "."))  # a link has no backtick
         st.markdown(f"**Question {asked.number}**, from {escape_markdown(lesson_title(asked.lesson))}:")
         st.text(asked.question.ask)
+        if asked.question.table:  # the lesson's page, with these numbers, is not on screen here
+            with st.expander("The numbers on the lesson's page that it needs"):
+                question_table(asked.question)
         question_view(store, asked, room)
         if link:
             _qr(link, small=True)
@@ -798,6 +801,7 @@ def phone_view(code: str, token: str) -> None:
     st.markdown(f"**Question {asked.number}**" + (" (second vote: talk it over with your neighbours, then answer "
                                                    "again)" if asked.vote == 2 else ""))
     st.text(asked.question.ask)
+    question_table(asked.question)
     said_problem()  # an answer refused (the question closed as it was sent, not a number) says why
     mine = store.my_answer(asked.id, token)
     if asked.is_open:
@@ -807,6 +811,15 @@ def phone_view(code: str, token: str) -> None:
                 icon=":material/lock:")
     else:
         st.info("The teacher has closed this question: wait for the next one.", icon=":material/lock:")
+
+
+def question_table(question: quiz.Question) -> None:
+    """The numbers of the lesson's page that a question needs, as text: a phone answers from them."""
+    if question.table:
+        import pandas as pd
+
+        header, *rows = question.table
+        text_table(pd.DataFrame(rows, columns=header), hide_index=True)
 
 
 def _shown(asked: Asked, given: str) -> str:

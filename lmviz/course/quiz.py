@@ -62,8 +62,14 @@ class Question:
     hint: str  # where on the page the answer can be worked out: shown after a wrong answer
     choices: tuple[str, ...] = ()
     digits: int = 5  # how the answer is written when revealed (lmviz.core.numbers.fmt); COUNT_DIGITS: a count
+    # The numbers on the page that the question needs and its text does not give, as the page writes them: a header
+    # row, then one row per line, all text. The page has them on screen already; a phone in a live class, asked the
+    # question, shows this table under it (lmviz.app.live), so that it answers from the projector's numbers.
+    table: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self):
+        if self.table and (len(self.table) < 2 or len({len(row) for row in self.table}) > 1):
+            raise ValueError(f"question {self.key}: its table needs a header and at least one row, all as wide")
         if self.choices and self.answer not in self.choices:
             raise ValueError(f"question {self.key}: the answer {self.answer!r} is not among its choices")
         if self.choices:

@@ -186,12 +186,13 @@ def freeze(question: Question) -> dict:
         else float(question.answer)
     return {"key": question.key, "ask": question.ask, "choices": list(question.choices), "answer": answer,
             "tolerance": float(question.tolerance), "digits": int(question.digits), "reason": question.reason,
-            "hint": question.hint}
+            "hint": question.hint, "table": [[str(cell) for cell in row] for row in question.table]}
 
 
 def thaw(frozen: dict) -> Question:
     return Question(key=frozen["key"], ask=frozen["ask"], answer=frozen["answer"], reason=frozen["reason"],
-                    hint=frozen["hint"], choices=tuple(frozen["choices"]), digits=frozen["digits"])
+                    hint=frozen["hint"], choices=tuple(frozen["choices"]), digits=frozen["digits"],
+                    table=tuple(tuple(row) for row in frozen.get("table", ())))  # a question asked before tables
 
 
 def cache_root() -> Path:

@@ -225,6 +225,27 @@ def test_a_choice_question_is_a_radio_on_the_phone_and_its_bars_mark_the_answer(
     assert "5 of 5 answered" in texts(at) and "Right: 60 % in the first vote." in texts(at)
 
 
+def test_a_phone_shows_the_numbers_the_question_needs_as_text(store):
+    """Toy example's "which row adds the most?" asked from its page: the phone shows each row's p(true word), the
+    cells as the text they are (the first row's input is the start token <s>, which Markdown would take for
+    strikethrough HTML); the Live class page has them in a fold."""
+    at = teacher()
+    code = open_room(at)
+    at.switch_page("app_pages/toy_example.py").run()
+    at.button(key=f"FormSubmitter:quiz-{LESSON}/largest-Ask the room").click().run()
+    asked = store.current(code)
+    assert asked.question.key == "largest" and len(asked.question.table) == 6  # a header and the 5 rows
+    one = phone(code)
+    (table,) = one.table
+    header, *rows = asked.question.table
+    assert [unescaped(c) for c in table.value.columns] == list(header)
+    assert [[unescaped(c) for c in row] for row in table.value.values.tolist()] == [list(r) for r in rows]
+    assert rows[0][0] == "0: <s> → I" and table.value.values[0][0] == escape_markdown("0: <s> → I")
+    at.switch_page("app_pages/live_class.py").run()
+    assert "The numbers on the lesson's page that it needs" in [e.label for e in at.expander]
+    assert len(at.table) == 1
+
+
 def test_a_reload_keeps_the_phones_token_and_its_answer(store):
     code = store.open_room()
     asked = store.ask(code, "sentence", PICKED, {})

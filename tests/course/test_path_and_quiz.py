@@ -60,6 +60,9 @@ def test_a_question_cannot_be_made_without_a_possible_answer():
         Question("c", "Which?", "d", reason="", hint="", choices=("a", "b"))
     with pytest.raises(ValueError):
         Question("n", "How much?", math.inf, reason="", hint="")
+    for table in ((("row", "p"),), (("row", "p"), ("0: the", "0.5", "extra"))):  # no row; a row wider than the header
+        with pytest.raises(ValueError, match="its table needs a header and at least one row"):
+            Question("n", "How much?", 1.0, reason="", hint="", table=table)
 
 
 def test_the_path_follows_the_app_and_links_carry_only_its_keys():

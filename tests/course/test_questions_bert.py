@@ -16,7 +16,7 @@ from lmviz.course.questions import bert_loss as bert_loss_questions
 from lmviz.course.questions import masked_lm as masked_lm_questions
 from lmviz.course.questions import next_sentence as nsp_questions
 from lmviz.lessons.bert import MAX_PAIR_TOKENS, analyse_bert_loss, analyse_mlm, analyse_mlm_at, analyse_nsp
-from tests.helpers import answer_question, open_page, verdicts
+from tests.helpers import answer_question, open_page, table_rows, verdicts
 
 STORY = "anna and ben went to the park . anna saw a red fox near the pond ."
 PAIRS = [("anna went to the park .", "she saw a red fox .", True),
@@ -92,6 +92,9 @@ def test_bert_loss_questions_follow_the_pair_and_the_weights(bert, a, b, follows
     else:
         assert abs(mlm_part - nsp_part) > 1e-3  # far enough apart for float32 to rank them as torch does
         assert larger.answer == ("masked LM" if mlm_part > nsp_part else "next sentence")
+    # a phone is shown each part's loss and weight: enough to rank the weighted parts
+    parts = {row["part"]: float(row["loss"]) * float(row["weight"]) for row in table_rows(larger)}
+    assert parts == pytest.approx({"masked LM": mlm_part, "next sentence": nsp_part}, abs=1e-4)
 
 
 def test_bert_loss_questions_rank_the_weighted_parts_not_the_bare_losses(bert):
@@ -125,6 +128,10 @@ def test_mlm_questions_follow_the_mask(bert, text, seed):
     assert questions["count"].answer == count == len(text.split())  # a rate of 1 selects every word
     assert kept is not None and len(offered) > 1  # these seeds draw a kept position and another one
     assert questions["kept"].answer == kept and list(questions["kept"].choices) == offered
+    # what a phone is shown: every position's label, and what the offered positions read
+    assert sum(row["label"] != "-100" for row in table_rows(questions["count"])) == count
+    reads_its_own = [row for row in table_rows(questions["kept"]) if row["the token"] == row["what the model reads"]]
+    assert [f"{row['position']}: {row['the token']}" for row in reads_its_own] == [kept]
 
 
 def test_mlm_questions_count_the_chosen_positions_and_leave_out_kept_when_none_is(bert):

@@ -17,7 +17,7 @@ from lmviz.course import registry as lesson
 from lmviz.course.questions import chat_loss as chat_loss_questions
 from lmviz.course.questions import next_token as next_token_questions
 from lmviz.lessons import chat_loss, next_token
-from tests.helpers import answer_question, open_page, verdicts
+from tests.helpers import answer_question, open_page, table_rows, verdicts
 
 NEXT_TOKEN_PAGE, CHAT_PAGE = "app_pages/next_token.py", "app_pages/chat_loss.py"
 
@@ -63,6 +63,14 @@ def test_next_token_questions_follow_the_models_logits(bundled, text, temperatur
     assert questions["greedy"].answer == name(tokenizer, greedy)
     assert f"{other:g} instead of {temperature:g}" in questions["greedy"].ask
     assert set(questions["greedy"].choices) >= {name(tokenizer, int(i)) for i in z.topk(4).indices}
+    # a phone is shown each choice's p at the page's temperature: the largest is greedy's at every temperature
+    rows = table_rows(questions["greedy"])
+    assert [row["token"] for row in rows] == list(questions["greedy"].choices)
+    for row in rows:
+        token_id = int(re.search(r"\(id (\d+)\)$", row["token"]).group(1))
+        shown_p = float(row[f"p at T = {temperature:g}"])
+        assert shown_p == pytest.approx(torch.softmax(z / temperature, -1)[token_id].item(), rel=2e-3, abs=1e-6)
+    assert max(rows, key=lambda row: float(row[f"p at T = {temperature:g}"]))["token"] == questions["greedy"].answer
 
     # the chosen word, else the runner-up stands in for the true next token
     target = tokenizer(word, add_special_tokens=False)["input_ids"][0] if word else int(z.topk(2).indices[1])
@@ -184,6 +192,12 @@ def test_chat_questions_follow_the_conversation(bundled, user, answer, system, c
     assert mean == pytest.approx(rest, abs=1e-4)
     pulled = "down" if compared == "above" else "up"
     assert f"pulls the mean over every token {pulled}" in questions["compare"].reason
+    # a phone's table is enough to count them: the answer's tokens, and the one token after them that ends its turn
+    rows = table_rows(questions["count"])
+    answer_rows = [n for n, row in enumerate(rows) if row["its role"] == "answer"]
+    assert len(rows) == expected["positions"]
+    assert rows[answer_rows[-1] + 1]["next token"] == result.chat.tokens[result.chat.end_of_turn_positions[0]]
+    assert len(answer_rows) + 1 == expected["count"]
 
 
 def test_chat_page_checks_hints_and_reveals(bundled):
@@ -222,6 +236,9 @@ def test_your_sentence_count_names_each_token_it_speaks_of(tiny_loaded, add_bos)
     for losses_shown in (True, False):
         count = by_key(build_questions(result, losses_shown=losses_shown))["count"]
         assert count.answer == len(result.rows)
+        # a phone is shown the tokens: each but the first is a label
+        assert [row["token"] for row in table_rows(count)] == result.tokens
+        assert len(table_rows(count)) - 1 == count.answer
         assert count.reason.startswith(f"{len(result.tokens)} tokens give {len(result.rows)} labels")
         if add_bos:
             start, text_first = result.tokens[0], result.tokens[1]

@@ -9,6 +9,7 @@ import pytest
 from lmviz.course import quiz
 from lmviz.course.questions.grpo import LESS, MORE, SAME, build_questions
 from lmviz.lessons.grpo import SAMPLE_STD, advantages, bradley_terry, group_loss
+from tests.helpers import table_rows
 
 
 def step_on(lengths: list[int], updates: int = 1):
@@ -63,6 +64,12 @@ def test_at_the_second_update_the_clip_holds_the_first_answers_tokens():
     assert question.answer == 3 and "of the group's 14 tokens" in question.ask
     assert quiz.check(question, "3").right and not quiz.check(question, "14").right
     assert "0 with r below 1 − ε and A < 0, and 3 with r above 1 + ε" in question.reason
+    # what a phone shows under the question is enough to count them: the clip holds r > 1.2 where A > 0 and
+    # r < 0.8 where A < 0
+    rows = table_rows(question)
+    assert [row["tokens"] for row in rows] == ["3", "5", "2", "4"]
+    held = sum(int(row["r above 1.2"]) if float(row["A"]) > 0 else int(row["r below 0.8"]) for row in rows)
+    assert held == question.answer
 
 
 @pytest.mark.parametrize(("lengths", "answer"), [((3, 5, 2, 4), LESS), ((4, 4, 4, 4), SAME)])
@@ -77,3 +84,19 @@ def test_the_bradley_terry_loss_is_minus_log_sigmoid_of_the_margin():
     question = asked(chosen=2.0, rejected=0.5)["bradley_terry"]
     assert question.answer == pytest.approx(math.log1p(math.exp(-1.5)))  # 0.20141
     assert quiz.check(question, "0.2014").right and not quiz.check(question, "1.5").right
+
+
+def test_the_phones_table_counts_the_ratios_below_the_clip_range_too():
+    """By hand: every answer's tokens moved to log π = −1.5 from −1: r = e^−0.5 = 0.607 < 0.8, held where A < 0 (the
+    11 tokens of answers 2 to 4), not where A > 0 (answer 1's 3). The table lists each answer's count on each side."""
+    logps = [[-1.0] * n for n in (3, 5, 2, 4)]
+    second = group_loss([[-1.5] * len(row) for row in logps], logps, [1.0, -1 / 3, -1 / 3, -1 / 3])
+    step = SimpleNamespace(before=group_loss(logps, logps, [1.0, -1 / 3, -1 / 3, -1 / 3]),
+                           updates=[SimpleNamespace(start=None), SimpleNamespace(start=second)])
+    question = by_key(build_questions(advantages([1, 0, 0, 0], SAMPLE_STD), step,
+                                      bradley_terry(2.0, 0.5)))["second_update_clipped"]
+    rows = table_rows(question)
+    assert [(row["r below 0.8"], row["r above 1.2"]) for row in rows] == [("3", "0"), ("5", "0"), ("2", "0"),
+                                                                         ("4", "0")]
+    held = sum(int(row["r above 1.2"]) if float(row["A"]) > 0 else int(row["r below 0.8"]) for row in rows)
+    assert held == question.answer == 11

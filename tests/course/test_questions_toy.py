@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from lmviz.core import toy
 from lmviz.course.questions.toy_example import build_questions
-from tests.helpers import LABELS, answer_question, by_hand, open_page, verdicts
+from tests.helpers import LABELS, answer_question, by_hand, open_page, table_rows, verdicts
 
 CERTAIN = {t: {w: float(w == toy.VOCAB[LABELS[t]]) for w in toy.VOCAB} for t in range(5)}
 
@@ -53,3 +53,13 @@ def test_a_learner_answers_the_gradient_questions_on_the_page():
     assert any(message.startswith(f"The answer: it rises. It goes from 0.300000 to {after:.6f}.")
                for message in verdicts(at)["revealed"])
     assert not at.exception
+
+
+@pytest.mark.parametrize("edits", [{}, {4: {"cats": 0.0}}, {1: {"love": 0.0}}, {0: {"I": 5.0}}])
+def test_a_phone_finds_the_costliest_row_from_the_question_s_table(edits):
+    """What a phone in a live class shows under "which row adds the most?": each row's p(true word); the smallest
+    (the first of equal ones) is the answer."""
+    question = questions_for(edits, 1.0)["largest"]
+    rows = table_rows(question)
+    assert [row["row"] for row in rows] == list(question.choices)
+    assert min(rows, key=lambda row: float(row["p(true word)"]))["row"] == question.answer

@@ -20,7 +20,7 @@ from lmviz.course.questions.train import build_questions as training_questions
 from lmviz.course.questions.train import token_part
 from lmviz.lessons.batches import batch_losses, labels_for, pad_batch
 from lmviz.lessons.training import Trainer, make_batch, train_tokenizer
-from tests.helpers import answer_question, open_page, unescaped, verdicts
+from tests.helpers import answer_question, open_page, table_rows, unescaped, verdicts
 
 EOS = 2
 # Batches of token ids for the tiny GPT-2 (0 pads them): lengths that differ, and lengths that do not.
@@ -69,6 +69,14 @@ def test_batches_questions_follow_the_batch(tiny_gpt2):
             assert abs(gap) > 1e-4  # far from "equal on screen": the reference decides without doubt
             expected = "above" if gap > 0 else "below"
         assert questions["means"].answer == expected, (sequences, gap)
+        # what a phone is shown decides both: each sentence's predictions and own loss, its tokens and the padding
+        rows = table_rows(questions["means"])
+        counts, losses = [int(row["predictions"]) for row in rows], [float(row["its own loss"]) for row in rows]
+        assert counts == [len(s) - 1 for s in sequences]
+        assert losses == pytest.approx([hf_mean(tiny_gpt2, s) for s in sequences], abs=1e-5)
+        ignored = table_rows(questions["ignored"])
+        assert sum(int(row["positions after padding"]) - int(row["tokens"]) for row in ignored) == \
+            questions["ignored"].answer
         seen.add(expected)
     assert seen == {"above", "below", "equal"}  # every answer occurs: none is fixed
 

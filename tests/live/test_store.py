@@ -44,6 +44,8 @@ PICKED = Question("which", "Which token did the model find most surprising?", "c
 TYPED = Question("loss", "What is −log 0.5?", 0.6931471805599453, "−log 0.5 = log 2.", "It is log 2.", digits=2)
 COUNTED = Question("count", "How many tokens does the model predict?", 7, "One fewer than the tokens.",
                    "Count the rows of the table.", digits=0)
+TABLED = Question("which", "Which row adds most to the loss?", "1: cat", "Its p is the smallest.", "Compare the p.",
+                  choices=("0: the", "1: cat"), table=(("row", "p"), ("0: the", "0.5"), ("1: cat", "0.25")))
 
 
 def one_sentence(problem: Exception) -> str:
@@ -121,8 +123,10 @@ def test_a_question_is_frozen_as_data_with_the_pages_inputs(store):
     assert store.current(code) == asked
     assert asked.url_state == {"text": "The cat sat."}
     assert freeze(TYPED)["tolerance"] == TYPED.tolerance
-    for question in (PICKED, TYPED, COUNTED):
+    for question in (PICKED, TYPED, COUNTED, TABLED):
         assert thaw(freeze(question)) == question
+    code, _, asked = room_with(store, 1, TABLED)
+    assert asked.question.table == TABLED.table  # what a phone shows under it, read back from the database
 
 
 def test_a_numpy_answer_is_frozen_as_a_plain_number():

@@ -68,7 +68,10 @@ def _means_question(result: BatchLosses) -> Question:
                  "out.loss, with right padding)?", answer,
         reason=f"The mean of means is {fmt(result.mean_of_means)} and the batch loss {fmt(result.model_loss)}: {why}.",
         hint="the batch loss gives every prediction the same weight, the mean of means every sentence; section 1's "
-             "table shows which sentences are short and what their mean losses are.", choices=MEANS)
+             "table shows which sentences are short and what their mean losses are.", choices=MEANS,
+        table=(("sentence", "predictions", "its own loss"),
+               *((str(n + 1), str(count), fmt(loss))
+                 for n, (count, loss) in enumerate(zip(counts, result.sentence_losses)))))
 
 
 def _ignored_question(attention_mask: torch.Tensor, labels: torch.Tensor) -> Question:
@@ -83,4 +86,6 @@ def _ignored_question(attention_mask: torch.Tensor, labels: torch.Tensor) -> Que
                "nothing predicts it, so it does not count either.",
         hint=f"the label is {IGNORE_INDEX} wherever the attention_mask grid of section 2 has a 0 (a pad): every "
              "sentence is padded to as many positions as the grid has rows, and section 1 gives each sentence's "
-             "length.", digits=0)
+             "length.", digits=0,
+        table=(("sentence", "tokens", "positions after padding"),
+               *((str(n + 1), str(length), str(width)) for n, length in enumerate(attention_mask.sum(-1).tolist()))))

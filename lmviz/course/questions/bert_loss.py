@@ -31,6 +31,8 @@ def build_questions(result: BertLossAnalysis) -> list[Question]:
                  "line 'total = ...' under the masked pair works it out."),
         Question(
             "larger", "Which part adds more to this pre-training loss?", larger, choices=parts,
+            table=(("part", "loss", "weight"), (parts[0], fmt(result.mlm_loss), f"{result.mlm_weight:g}"),
+                   (parts[1], fmt(result.nsp_loss), f"{result.nsp_weight:g}")),
             reason=f"The parts add {sum_line}: each loss counts times its weight.",
             hint="compare each loss times its weight, not the bare losses; the line 'total = ...' under the masked "
                  "pair writes each with its weight."),

@@ -14,6 +14,9 @@ from lmviz.course.quiz import Question
 if TYPE_CHECKING:  # the records' types only: importing the lesson would import torch
     from lmviz.lessons.chat_loss import SftAnalysis
 
+# A chat token's role as the page names it: the assistant's tokens are the answer
+ROLE_WORDS = {"system": "system", "user": "user", "assistant": "answer", "template": "template"}
+
 
 def build_questions(result: SftAnalysis) -> list[Question]:
     """Chat fine-tuning loss's check-yourself questions, from the analysis on the learner's screen."""
@@ -33,7 +36,10 @@ def _count_question(result: SftAnalysis) -> Question:
                f"other {masked} of the {result.counted_all} positions have label {IGNORE_INDEX} and add nothing.",
         hint="with Which labels count on its first choice, the answer and its end-of-turn token, count the rows "
              "marked ✓ yes in the table of section 2, Inputs and labels (its toggle, Only the positions that count, "
-             "keeps just those).")
+             "keeps just those).",
+        table=(("position", "input token", "next token", "its role"),
+               *((str(row.position), row.input_token, row.target_token, ROLE_WORDS[row.target_role])
+                 for row in result.rows)))
 
 
 def _compare_question(result: SftAnalysis) -> Question:

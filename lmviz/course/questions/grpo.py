@@ -10,7 +10,7 @@ from lmviz.core.trl import TRL
 from lmviz.course.quiz import COUNT_DIGITS, Question
 
 if TYPE_CHECKING:  # the records' types only: importing the lesson would import torch
-    from lmviz.lessons.grpo import Advantages, BradleyTerry, GrpoStep
+    from lmviz.lessons.grpo import Advantages, BradleyTerry, GroupLoss, GrpoStep
 
 MORE, LESS, SAME = "more", "less", "the same"
 
@@ -65,7 +65,22 @@ def _second_update_question(step: GrpoStep) -> Question:
                f"A > 0: {second.clipped_count} of {second.clip_total}, a clip fraction of "
                f"{fmt(second.clip_fraction)}. The first update moved the ratios away from 1; the clip now stops "
                "pushing those that moved far enough.",
-        hint="section 5's table of updates counts them at each update.", digits=COUNT_DIGITS)
+        hint="section 5's table of updates counts them at each update.", digits=COUNT_DIGITS,
+        table=_ratios_table(second))
+
+
+def _ratios_table(loss: GroupLoss) -> tuple[tuple[str, ...], ...]:
+    """Each answer's advantage and where its ratios lie against the clip range: what the clip count is made of. At
+    sequence level an answer has one ratio."""
+    low, high = 1 - loss.epsilon_low, 1 + loss.epsilon_high
+    if loss.clip_unit != "token":
+        return (("answer", "A", "its ratio r"),
+                *((str(i + 1), fmt_signed(a), fmt(terms[0].ratio)) for i, (a, terms) in
+                  enumerate(zip(loss.advantages, loss.tokens))))
+    return (("answer", "A", "tokens", f"r below {low:g}", f"r above {high:g}"),
+            *((str(i + 1), fmt_signed(a), str(len(terms)), str(sum(t.ratio < low for t in terms)),
+               str(sum(t.ratio > high for t in terms))) for i, (a, terms) in
+              enumerate(zip(loss.advantages, loss.tokens))))
 
 
 def _weights_question(step: GrpoStep) -> Question:

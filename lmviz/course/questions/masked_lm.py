@@ -28,7 +28,8 @@ def build_questions(result: MlmAnalysis) -> list[Question]:
                  "loss?", n, digits=0,
         reason=f"Only the {n} selected positions have a label (not -100); the loss is the mean of their -log p, "
                f"and the other {result.num_eligible - n} tokens and the special tokens count nothing.",
-        hint="count the positions whose label is not -100 in the table of section 2, Labels and predictions.")]
+        hint="count the positions whose label is not -100 in the table of section 2, Labels and predictions.",
+        table=(("position", "token", "label"), *((str(r.position), r.token, str(r.label)) for r in result.rows)))]
     nlls = [r.nll for r in selected]
     listed = ", ".join(fmt(v) for v in nlls) if n <= 8 else f"the {n} numbers section 3 lists"
     questions.append(Question(
@@ -50,5 +51,7 @@ def build_questions(result: MlmAnalysis) -> list[Question]:
                    "be scored, so it learns to model every token, not only [MASK], which it never sees after "
                    "pre-training.",
             hint="look for the branch 'kept' in the table of section 2, Labels and predictions (✓ in section 1): "
-                 "the model reads the original token, and the label is not -100."))
+                 "the model reads the original token, and the label is not -100.",
+            table=(("position", "the token", "what the model reads"),
+                   *((str(r.position), r.token, r.shown) for r in offered))))
     return questions

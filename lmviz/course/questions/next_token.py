@@ -34,6 +34,7 @@ def _greedy_question(shown: Distribution, at_other: Distribution) -> Question:
     offered = {c.token_id: c.token for c in shown.top[:GREEDY_CHOICES]}
     offered.setdefault(picked.token_id, picked.token)
     choices = tuple(sorted(candidate_name(token, i) for i, token in offered.items()))  # not in rank order
+    probs = {c.token_id: c.prob for c in (*shown.top, shown.greedy)}  # greedy's token is the same at every T
     return Question(
         "greedy", f"If the temperature were {other:g} instead of {shown.temperature:g}, which token would greedy "
                   "decoding pick next?", candidate_name(offered[picked.token_id], picked.token_id), choices=choices,
@@ -41,7 +42,10 @@ def _greedy_question(shown: Distribution, at_other: Distribution) -> Question:
                "and dividing every logit by the same T never changes their order: greedy picks the same token at "
                "every temperature.",
         hint="greedy takes the highest logit z, rank 1 in the table of section 3, From logits to probabilities; "
-             "the caption under the chart of section 2 says what the temperature does to it.")
+             "the caption under the chart of section 2 says what the temperature does to it.",
+        table=(("token", f"p at T = {shown.temperature:g}"),
+               *((candidate_name(token, i), fmt_prob(probs[i])) for i, token in sorted(
+                   offered.items(), key=lambda item: candidate_name(item[1], item[0])))))
 
 
 def _nll_question(target: TrueNext, chosen: bool) -> Question:

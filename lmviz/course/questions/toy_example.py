@@ -38,7 +38,8 @@ def build_questions(walk: dict, step: dict) -> list[Question]:
         reason=f"Its true word has the smallest probability, p = {fmt_prob(walk['p_label'][largest])}, so the "
                f"largest -log p, {fmt(walk['nll'][largest])}.",
         hint="the smaller the true word's probability, the larger its -log p: compare the ✓ cells of the table.",
-        choices=tuple(rows)))
+        choices=tuple(rows),
+        table=(("row", "p(true word)"), *((rows[t], fmt_prob(walk["p_label"][t])) for t in walk["positions"]))))
     return questions + gradient_questions(walk, step, rows)
 
 

@@ -45,6 +45,7 @@ def build_questions(result: ClmAnalysis, losses_shown: bool = True) -> list[Ques
                       + ("the chart of section 3 shows each one's -log p." if losses_shown else
                          "section 1 shows the tokens, and the losses appear once you answer.")),
         Question("count", "Over how many labels is this text's loss the mean?", len(rows), digits=0,
+                 table=(("position", "token"), *((str(t), token) for t, token in enumerate(result.tokens))),
                  reason=f"{len(result.tokens)} tokens give {len(rows)} labels: every token is predicted from the "
                         f"ones before it, except {unlabelled}.",
                  hint="count the rows of the table of section 2: one per label, the next token at each position."
