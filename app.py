@@ -39,6 +39,7 @@ else:
     page_style()
     presentation_switch()
     hide_numbers_switch()
+    live.teacher_room()  # a teacher's room stays in every page's link: a reload of a lesson keeps its Ask buttons
     warm_start()  # the causal-LM pages' model loads in the background from the first visit to any page
     land_at_top(page)  # a page switch opens the new page at its top, not at the old page's offset
     url_state.on_page(page.url_path)  # the inputs the page keeps in its link are its own, for its reset button

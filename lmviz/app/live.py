@@ -53,6 +53,7 @@ POLL_S = 2  # how often the projector and the phones read the store: an answer s
 NOBODY_AFTER_S = 60  # a room with no phone after this long gets the sentence on client isolation
 LIVE_VARIABLE, KEY_VARIABLE, PUBLIC_URL_VARIABLE = "LMVIZ_LIVE", "LMVIZ_LIVE_KEY", "LMVIZ_PUBLIC_URL"
 KEY_PARAM, ROOM_PARAM, TOKEN_PARAM = "key", "room", "p"  # in links: the teacher key, a room's code, a phone's token
+TEACHING_PARAM = "teaching"  # in a teacher's links: the room this browser runs (a phone's link has ROOM_PARAM)
 JOIN_PATH = "join"  # the join page's url path (app.py)
 ROOM_KEY = "live-room"  # session state: the code of the room this (the teacher's) session runs
 TEACHER_KEY = "live-teacher-key"  # session state: the teacher key a link brought
@@ -149,10 +150,12 @@ def teacher_refusal() -> str | None:
 
 
 def teacher_room() -> str | None:
-    """The code of the open room this session runs, if any; a room that has ended (closed, or by the sweep) is
-    forgotten. No database read when the session has none, so that the lessons pay nothing for the live class."""
-    code = st.session_state.get(ROOM_KEY)
-    if not code or not live_on():
+    """The code of the open room this session runs, if any, kept in the page's link (?teaching=) so that a reload of
+    any page, which starts a new session, finds it again: a new session adopts the link's room if it may run one.
+    A room that has ended (closed, or by the sweep) is forgotten. No database read when neither the session nor
+    the link has a room, so that the lessons pay nothing for the live class."""
+    code = st.session_state.get(ROOM_KEY) or st.query_params.get(TEACHING_PARAM)
+    if not code or not live_on() or (ROOM_KEY not in st.session_state and teacher_refusal() is not None):
         return None
     try:
         room = live_store().room(code)
@@ -160,8 +163,13 @@ def teacher_room() -> str | None:
         return None
     if room is None or not room.is_open:
         st.session_state.pop(ROOM_KEY, None)
+        if TEACHING_PARAM in st.query_params:
+            del st.query_params[TEACHING_PARAM]
         return None
-    return code
+    st.session_state[ROOM_KEY] = room.code
+    if st.query_params.get(TEACHING_PARAM) != room.code:
+        st.query_params[TEACHING_PARAM] = room.code
+    return room.code
 
 
 # The join link and its QR code
@@ -249,7 +257,7 @@ def teacher_page() -> None:
         return
     try:
         store = live_store()
-        code = _adopt_linked_room(store) or teacher_room()
+        code = teacher_room()
     except LiveProblem as problem:
         show_problem(problem)
         return
@@ -257,8 +265,6 @@ def teacher_page() -> None:
         st.button("Open a room", type="primary", icon=":material/meeting_room:", on_click=_open_room)
         said_problem()
         return
-    if st.query_params.get(ROOM_PARAM) != code:  # a reload of this page keeps the room
-        st.query_params[ROOM_PARAM] = code
     room_view(code)
     st.download_button("Download the results (CSV)", store.aggregates_csv(code), file_name=f"lmviz-class-{code}.csv",
                        mime="text/csv", icon=":material/download:", on_click="ignore",
@@ -266,19 +272,6 @@ def teacher_page() -> None:
     st.button("End the class", icon=":material/logout:", on_click=_end_room, args=(code,),
               help="Closes the room: the phones can no longer answer. Its results are kept for "
                    f"{store.keep_hours:g} hours, then deleted.")
-
-
-def _adopt_linked_room(store: Store) -> str | None:
-    """The room in this page's link (?room=), for a reload: a new session that is allowed to run a room."""
-    linked = st.query_params.get(ROOM_PARAM)
-    if st.session_state.get(ROOM_KEY) or not linked:
-        return None
-    room = store.room(linked)
-    if room is None or not room.is_open:
-        del st.query_params[ROOM_PARAM]
-        return None
-    st.session_state[ROOM_KEY] = room.code
-    return room.code
 
 
 def _open_room() -> None:
@@ -291,8 +284,8 @@ def _open_room() -> None:
 def _end_room(code: str) -> None:
     live_store().close_room(code)
     st.session_state.pop(ROOM_KEY, None)
-    if ROOM_PARAM in st.query_params:
-        del st.query_params[ROOM_PARAM]
+    if TEACHING_PARAM in st.query_params:
+        del st.query_params[TEACHING_PARAM]
     hide_numbers(False)
 
 
@@ -590,7 +583,8 @@ def ask_button(code: str, lesson: str, question: quiz.Question, where=st) -> Non
 
 def _ask_room(code: str, lesson: str, question: quiz.Question) -> None:
     try:
-        live_store().ask(code, lesson, question, st.query_params.to_dict())
+        inputs = {name: value for name, value in st.query_params.to_dict().items() if name != TEACHING_PARAM}
+        live_store().ask(code, lesson, question, inputs)
     except LiveProblem as problem:
         st.session_state[PROBLEM] = str(problem)
         return

@@ -130,7 +130,7 @@ def csv_id(text: str, code: str) -> str:
 def test_a_room_from_opening_to_the_second_vote_and_its_csv(store):
     at = teacher()
     code = open_room(at)
-    assert store.room(code).is_open and at.query_params[live.ROOM_PARAM] == code  # a reload keeps the room
+    assert store.room(code).is_open and at.query_params[live.TEACHING_PARAM] == code  # a reload keeps the room
     page = [h.proto.body for h in at.get("html")]
     assert any(f">{code}</div>" in body and "lmviz-code" in body for body in page)  # the code, big
     link = live.join_link(code)
@@ -141,6 +141,7 @@ def test_a_room_from_opening_to_the_second_vote_and_its_csv(store):
     # asked from the lesson: frozen with the page's link; the pinned numbers hidden while it is open
     at.switch_page("app_pages/toy_example.py").run()
     inputs = dict(at.query_params)
+    assert inputs.pop(live.TEACHING_PARAM) == code  # the teacher's room, in the link for a reload: not one of the inputs
     at.button(key=ASK).click().run()
     asked = store.current(code)
     assert (asked.lesson, asked.question.key, asked.vote) == (LESSON, QUESTION, 1)
@@ -246,6 +247,42 @@ def test_a_phone_shows_the_numbers_the_question_needs_as_text(store):
     assert len(at.table) == 1
 
 
+def test_a_reload_of_a_lesson_keeps_the_teachers_room(store):
+    """A reload starts a new session: the room in the lesson's link brings back its Ask buttons and the question's
+    answers; a room that has ended leaves the link; a reload that may not run a room (a public server, no key)
+    gets nothing from the link."""
+    at = teacher()
+    code = open_room(at)
+    at.switch_page("app_pages/toy_example.py").run()
+    assert at.query_params[live.TEACHING_PARAM] == code
+    at.button(key=ASK).click().run()
+    assert live.TEACHING_PARAM not in store.current(code).url_state  # the page's inputs, not the teacher's room
+
+    reloaded = AppTest.from_file(APP, default_timeout=60)
+    for name, value in at.query_params.items():
+        reloaded.query_params[name] = value
+    reloaded.run()
+    reloaded.switch_page("app_pages/toy_example.py").run()
+    assert reloaded.session_state[live.ROOM_KEY] == code
+    assert reloaded.button(key=ASK) and {"Reveal", "Ask again", "Close"} <= set(labels(reloaded))
+
+    store.close_room(code)
+    reloaded.run()
+    assert live.ROOM_KEY not in reloaded.session_state and live.TEACHING_PARAM not in reloaded.query_params
+    assert not [b for b in reloaded.button if b.label == "Ask the room"]
+
+
+def test_a_room_in_a_link_is_no_room_for_a_browser_that_may_not_run_one(store, monkeypatch):
+    code = store.open_room()
+    monkeypatch.setenv("LMVIZ_ALLOWED_MODELS", "bundled")  # a public server, without LMVIZ_LIVE_KEY
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params[live.TEACHING_PARAM] = code
+    at.run()
+    at.switch_page("app_pages/toy_example.py").run()
+    assert not at.exception and live.ROOM_KEY not in at.session_state
+    assert not [b for b in at.button if b.label == "Ask the room"]
+
+
 def test_a_reload_keeps_the_phones_token_and_its_answer(store):
     code = store.open_room()
     asked = store.ask(code, "sentence", PICKED, {})
@@ -308,7 +345,7 @@ def test_after_a_minute_with_nobody_joined_the_page_says_what_to_do(store):
     code = store.open_room(now=time.time() - 2 * live.NOBODY_AFTER_S)
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.query_params[live.ROOM_PARAM] = code  # the Live class page's own link: a reload keeps the room
+    at.query_params[live.TEACHING_PARAM] = code  # a teacher's link: a reload keeps the room
     at.switch_page("app_pages/live_class.py").run()
     (sentence,) = [s for s in said(at) if "Nobody has joined" in s]
     assert one_sentence(sentence) and "client isolation" in sentence and "hotspot" in sentence
@@ -617,7 +654,7 @@ def test_every_bad_input_in_the_join_pages_sentence_box_is_one_sentence_or_sent_
     assert not any(p.search(s) for s in markdown_of(at) for p in LIVE_MARKUP)
     teacher_page = AppTest.from_file(APP, default_timeout=60)
     teacher_page.run()
-    teacher_page.query_params[live.ROOM_PARAM] = code
+    teacher_page.query_params[live.TEACHING_PARAM] = code
     teacher_page.switch_page("app_pages/live_class.py").run()
     assert not teacher_page.exception
     shown = markdown_of(teacher_page) + [c for t in teacher_page.table for c in t.value.astype(str).stack()]
