@@ -441,16 +441,21 @@ def _queue(pending: list[Sentence]) -> None:
             st.caption("None waiting.")
             return
         st.caption("Approve shows a sentence's text on this page, ranked among the approved ones; one left here "
-                   "counts in the numbers only.")
+                   "counts in the numbers only; Remove deletes it, from the numbers too.")
         for sentence in pending:
-            text, button = st.columns([5, 1], vertical_alignment="center")
+            text, approve, remove = st.columns([5, 1, 1], vertical_alignment="center")
             text.text(quotable(sentence.sentence))  # as text: no Markdown, no right-to-left override
             text.caption("loss per token: " + ("–" if sentence.loss is None else fmt(sentence.loss)))
-            button.button("Approve", key=f"live-approve-{sentence.id}", on_click=_approve, args=(sentence.id,))
+            approve.button("Approve", key=f"live-approve-{sentence.id}", on_click=_approve, args=(sentence.id,))
+            remove.button("Remove", key=f"live-remove-{sentence.id}", on_click=_remove, args=(sentence.id,))
 
 
 def _approve(sentence_id: int) -> None:
     live_store().approve_sentence(sentence_id)
+
+
+def _remove(sentence_id: int) -> None:
+    live_store().remove_sentence(sentence_id)
 
 
 # The question asked: its answers and the teacher's buttons, on the Live class page and under the question asked

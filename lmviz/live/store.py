@@ -726,6 +726,12 @@ class Store:
         with self._db.transaction(write=True) as tx:
             tx.run("UPDATE live_sentences SET approved = ? WHERE id = ?", (True, sentence_id))
 
+    def remove_sentence(self, sentence_id: int):
+        """The teacher's Remove: the sentence, its loss and its tokens deleted, from the numbers too."""
+        with self._db.transaction(write=True) as tx:
+            tx.run("DELETE FROM live_sentence_tokens WHERE sentence_id = ?", (sentence_id,))
+            tx.run("DELETE FROM live_sentences WHERE id = ?", (sentence_id,))
+
     def sentences(self, code: str, approved_only: bool = True) -> list[Sentence]:
         """The room's sentences in the order sent; only the approved ones unless asked (the teacher's queue)."""
         with self._db.transaction(write=False) as tx:

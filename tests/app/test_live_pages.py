@@ -141,7 +141,7 @@ def test_a_room_from_opening_to_the_second_vote_and_its_csv(store):
     # asked from the lesson: frozen with the page's link; the pinned numbers hidden while it is open
     at.switch_page("app_pages/toy_example.py").run()
     inputs = dict(at.query_params)
-    assert inputs.pop(live.TEACHING_PARAM) == code  # the teacher's room, in the link for a reload: not one of the inputs
+    assert inputs.pop(live.TEACHING_PARAM) == code  # the room, for a reload: not an input
     at.button(key=ASK).click().run()
     asked = store.current(code)
     assert (asked.lesson, asked.question.key, asked.vote) == (LESSON, QUESTION, 1)
@@ -613,6 +613,11 @@ def test_the_projector_shows_the_rooms_numbers_and_a_text_only_once_approved(sto
                                                     "Platypus is the capital of France."]
     assert not any(p.search(s) for s in markdown_of(at) for p in LIVE_MARKUP)  # the hostile text is text
     assert metric(at, "Mean loss per token") == fmt(statistics.mean(losses))  # the numbers: every sentence still
+
+    # removed from the queue: gone from the numbers too (the sentences under 5 again: the count only)
+    at.button(key=f"live-remove-{ids[2]}").click().run()
+    assert [t.value for t in queue_of(at).text] == ["Axolotls bark.", "Platypus is the capital of France."]
+    assert len(store.sentences(code, approved_only=False)) == 4 and "4 sentences sent." in texts(at)
 
     store.close_room(code)  # ended: the sentences are deleted at once
     assert store.sentences(code, approved_only=False) == [] and store.surprising_tokens(code) == []

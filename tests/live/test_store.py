@@ -436,6 +436,15 @@ def test_the_surprising_tokens_come_from_approved_sentences_only_and_go_with_the
     assert store.surprising_tokens(code) == [] and stored_answers(store, "live_sentence_tokens") == 0
 
 
+def test_a_removed_sentence_is_gone_from_the_queue_the_numbers_and_the_tokens(store):
+    code, (a, b), _ = room_with(store, 2)
+    kept = store.add_sentence(code, a, "The cat sat.", 3.0, now=T0, tokens=[("␣cat", 6.5)])
+    removed = store.add_sentence(code, b, "Rude words.", 9.0, now=T0, tokens=[("␣Rude", 12.0), ("␣words", 8.0)])
+    store.remove_sentence(removed)
+    assert [s.id for s in store.sentences(code, approved_only=False)] == [kept]
+    assert store.sentence_numbers(code).sent == 1 and stored_answers(store, "live_sentence_tokens") == 1
+
+
 def test_a_loss_that_is_not_a_finite_number_is_not_stored(store):
     code, (token,), _ = room_with(store, 1)
     for loss, tokens in ((math.inf, ()), (1.0, [("x", math.nan)])):
