@@ -25,3 +25,12 @@ def test_quick_prints_a_row_per_back_end():
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "| 30 |" in line]
     assert rows and all("| 30 of 30 |" in row for row in rows), done.stdout
     assert rows[0].startswith("| SQLite (WAL) |")
+
+
+def test_with_the_page_as_projector_every_answer_is_counted_where_the_page_writes_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMVIZ_LIVE_DB", "unset")  # PageRead sets both for the page it runs; restored after
+    monkeypatch.setenv("LMVIZ_WARM_START", "1")
+    with Store(f"sqlite:///{tmp_path / 'live.sqlite3'}") as store:
+        row = run_class(store, participants=6, window_s=0.5, page=True)
+    assert row["answers"] == row["counted"] == 6
+    assert row["cpu ms/read"] > 0
