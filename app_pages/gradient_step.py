@@ -4,10 +4,11 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app import url_state
-from lmviz.app.choosers import choose_causal_lm, one_step_at_a_time, scored_with_cpu_fallback
+from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
+from lmviz.app.steps import gated, step_status
 from lmviz.app.widgets import result_panel, show_chart, show_code
 from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob
 from lmviz.core.text import escape_markdown, quotable
@@ -43,20 +44,19 @@ def get_gradient(_scorer: CausalScorer, model_key: tuple, text: str):
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def get_steps(_scorer: CausalScorer, model_key: tuple, text: str, lr: float, steps: int, other: str | None):
-    with one_step_at_a_time():
-        try:
-            return _scorer.run(lambda loaded: sgd_steps(loaded, text, lr, steps, other), text, other)
-        finally:
-            return_freed_memory()
+    try:
+        return _scorer.run(lambda loaded: gated("sgd", loaded, lambda: sgd_steps(loaded, text, lr, steps, other)),
+                           text, other)
+    finally:
+        return_freed_memory()
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def get_adamw(_scorer: CausalScorer, model_key: tuple, text: str, lr: float):
-    with one_step_at_a_time():
-        try:
-            return _scorer.run(lambda loaded: adamw_first_step(loaded, text, lr), text)
-        finally:
-            return_freed_memory()
+    try:
+        return _scorer.run(lambda loaded: gated("adamw", loaded, lambda: adamw_first_step(loaded, text, lr)), text)
+    finally:
+        return_freed_memory()
 
 
 def plural(count: int, word: str) -> str:
@@ -160,7 +160,7 @@ other = url_state.linked(url_state.text("step_other", DEFAULT_OTHER, MAX_CHARS),
 other_problem = None
 try:
     scorer, gradient = scored_with_cpu_fallback(scorer, lambda s: get_gradient(s, s.cache_key, text))
-    with panel, st.spinner(f"Taking {plural(steps, 'step')} of SGD on a copy of the weights…", show_time=True):
+    with panel, step_status(f"Taking {plural(steps, 'step')} of SGD on a copy of the weights…", "sgd"):
         try:
             scorer, result = scored_with_cpu_fallback(
                 scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), other))
@@ -298,7 +298,7 @@ if url_state.linked(url_state.flag("step_adamw"), st.toggle, "Compute AdamW's fi
                         "steps: for the whole model they would add twice its size to the step's memory, so it steps "
                         "one matrix."):
     try:
-        with st.spinner("One AdamW step on a copy of the output matrix…", show_time=True):
+        with step_status("One AdamW step on a copy of the output matrix…", "adamw"):
             scorer, adam = scored_with_cpu_fallback(scorer, lambda s: get_adamw(s, s.cache_key, text, float(lr)))
     except NotEnoughMemory as problem:
         show_problem(f"{problem} Try a shorter text.")

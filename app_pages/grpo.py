@@ -8,13 +8,13 @@ from lmviz.app import url_state
 from lmviz.app.byte_pieces import explain_byte_pieces
 from lmviz.app.choosers import (
     choose_causal_lm,
-    one_step_at_a_time,
     scored_with_cpu_fallback,
     stop_without_chat_template,
 )
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
+from lmviz.app.steps import gated, step_status
 from lmviz.app.widgets import metric_row, result_panel, show_code
 from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import escape_markdown
@@ -92,10 +92,9 @@ def get_group(_scorer: CausalScorer, model_key: tuple, prompt: str, size: int, s
 @st.cache_data(show_spinner=False, max_entries=32)
 def get_step(_scorer: CausalScorer, model_key: tuple, _group, group_key: tuple, advantages: tuple, lr: float,
              loss_type: str, level: str, epsilon: float, beta: float, updates: int, kl_bias_correction: bool):
-    with one_step_at_a_time():
-        return _scorer.run(lambda loaded: grpo_step(loaded, _group, list(advantages), lr, loss_type, level, epsilon,
-                                                    beta=beta, updates=updates,
-                                                    kl_bias_correction=kl_bias_correction))
+    return _scorer.run(lambda loaded: gated("grpo", loaded, lambda: grpo_step(
+        loaded, _group, list(advantages), lr, loss_type, level, epsilon, beta=beta, updates=updates,
+        kl_bias_correction=kl_bias_correction)))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -281,7 +280,7 @@ kl_bias_correction = url_state.linked(url_state.flag("grpo_kl_ratio", TRL.use_bi
                                            "DeepSeekMath's plain k3.")
 level = SEQUENCE if sequence_level else TOKEN
 try:
-    with panel, st.spinner(f"{updates} update{'s' if updates > 1 else ''} on a copy of the weights…", show_time=True):
+    with panel, step_status(f"{updates} update{'s' if updates > 1 else ''} on a copy of the weights…", "grpo"):
         scorer, step = scored_with_cpu_fallback(scorer, lambda s: get_step(
             s, s.cache_key, group, group_key, chosen_advantages, float(lr), loss_type, level, float(epsilon),
             float(beta), int(updates), bool(kl_bias_correction)))

@@ -3,7 +3,6 @@ cannot be loaded, and the model the Train page hands to the other pages of a ses
 
 from __future__ import annotations
 
-import threading
 from typing import Callable, TypeVar
 
 import streamlit as st
@@ -243,14 +242,6 @@ def stop_without_chat_template(scorer: CausalScorer, why: str) -> None:
               if fell_back else "Choose a chat model under Model above, such as the bundled SmolLM2-135M-Instruct.")
     st.warning(escape_markdown(f"{loaded.name}'s tokenizer has no chat template, so {why}. {advice}"))
     stop_page()
-
-
-@st.cache_resource
-def one_step_at_a_time() -> threading.Lock:
-    """A step of training holds a second set of the model's weights while it runs (lmviz.lessons.gradient_step's
-    private copy): two visitors stepping at once would hold two. The server runs one step at a time, whichever
-    lesson takes it; scoring is not held up."""
-    return threading.Lock()
 
 
 def scored_with_cpu_fallback(scorer: CausalScorer, score: Callable[[CausalScorer], T]) -> tuple[CausalScorer, T]:

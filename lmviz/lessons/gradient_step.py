@@ -13,8 +13,9 @@ and optional start token, through ``make_request``):
 
 The model every session shares is never changed. A step works on ``private_copy``: a module of its own,
 built for the call, whose parameters are new Parameter objects over the shared model's storage. Autograd
-writes gradients into fresh tensors of its own; a step replaces each private parameter's tensor with a new
-one (``torch.add``, out of place) and never writes into a tensor it did not allocate. Other threads
+writes gradients into fresh tensors of its own; a step writes each new weight into its gradient's tensor
+(``torch.add`` with ``out=``), puts it in place of the private parameter's, and never writes into a tensor that
+was not made for the call. Other threads
 scoring with the shared model at the same moment see its weights unchanged, to the last bit
 (tests/lessons/test_gradient_step.py checks both). Everything the call allocates is freed when it returns.
 
@@ -318,16 +319,19 @@ class SgdSteps:
 def descend(module: torch.nn.Module, loss: torch.Tensor, lr: float) -> float:
     """loss.backward(), with each parameter of ``module`` (a private_copy) replaced by w − lr·g as soon as its
     gradient is complete (a post-accumulate-grad hook, PyTorch's "optimizer step in backward"), and that gradient
-    then freed: a step holds one set of weights beyond the shared ones and a few matrices' gradients at a time,
-    never a whole set of gradients as well. The new weight is a new tensor (torch.add, out of place) put in place
-    of the parameter's: nothing that existed before the step, the shared storage included, is written. Returns the
-    gradient's norm over every weight, summed in float64: a float32 norm of SmolLM2's gradient on the default
-    sentence is 31.36349 where the same float32 gradient's length is 31.36463."""
+    then let go: a step holds one set of weights beyond the shared ones and a few matrices' gradients at a time,
+    never a whole set of gradients as well. The new weight is written into the gradient's own tensor (torch.add
+    with out=: the same kernel, and the same bits, as torch.optim.SGD's param.add_(g, alpha=-lr)), which autograd
+    made for this step alone, and put in place of the parameter's: no tensor is allocated and filled for it (on a
+    CPU the first write to fresh memory costs about as much again), and nothing that existed before the step, the
+    shared storage included, is written. Returns the gradient's norm over every weight, summed in float64: a
+    float32 norm of SmolLM2's gradient on the default sentence is 31.36349 where the same float32 gradient's
+    length is 31.36463."""
     squares = []
 
     def update(param: torch.nn.Parameter) -> None:
         squares.append(torch.linalg.vector_norm(param.grad, dtype=torch.float64).item() ** 2)
-        param.data = torch.add(param.detach(), param.grad, alpha=-lr)  # torch.optim.SGD's param.add_(g, alpha=-lr)
+        param.data = torch.add(param.detach(), param.grad, alpha=-lr, out=param.grad)  # SGD's add_(g, alpha=-lr)
         param.grad = None
 
     handles = [p.register_post_accumulate_grad_hook(update) for p in module.parameters() if p.requires_grad]

@@ -633,8 +633,10 @@ def group_logprobs(model, prompt: list[int], answers: list[list[int]],
     ids = torch.tensor([prompt + a + [0] * (width - len(a)) for a in answers], device=device)  # (G, P + L)
     mask = torch.tensor([[1] * len(a) + [0] * (width - len(a)) for a in answers], device=device)  # (G, L)
     attention = torch.cat([torch.ones(len(answers), len(prompt), dtype=mask.dtype, device=device), mask], dim=1)
-    logits = model(input_ids=ids, attention_mask=attention, use_cache=False).logits
-    scores = logits[:, len(prompt) - 1:-1].float() / temperature  # (G, L, V): position t scores token t + 1
+    # the output matrix only where an answer token is scored (the prompt's last position on): on the prompt's other
+    # positions it would cost a (V × hidden) product per token, and its gradient, for nothing
+    logits = model(input_ids=ids, attention_mask=attention, use_cache=False, logits_to_keep=width + 1).logits
+    scores = logits[:, :-1].float() / temperature  # (G, L, V): position t scores token t + 1
     targets = ids[:, len(prompt):, None]
     logp = (scores.gather(-1, targets)[..., 0] - torch.logsumexp(scores, dim=-1)) * mask  # = log_softmax at targets
     return logp, mask
