@@ -17,6 +17,7 @@ from lmviz.core.text import readable_token, start_token_id
 from lmviz.course.registry import PATH
 from lmviz.lessons.causal_lm import MAX_TOKENS
 from lmviz.models.loading import ASSETS
+from lmviz.serving.steps import MOST_AT_ONCE
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -262,6 +263,7 @@ def test_the_settings_table_names_every_setting_the_code_reads():
         read |= set(re.findall(r"\"(LMVIZ_[A-Z_]+)\"", path.read_text()))
     hosting = page("hosting/index.md")
     assert read and [name for name in sorted(read) if f"`{name}`" not in hosting] == []
+    assert f"| `LMVIZ_STEPS_AT_ONCE` | `{MOST_AT_ONCE}` (`MOST_AT_ONCE`) |" in hosting
 
 
 def test_the_library_reference_and_the_architecture_name_every_folder_of_the_package():
