@@ -11,6 +11,7 @@ from typing import NoReturn
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
+from lmviz.app import warm
 from lmviz.core.text import escape_markdown, spreadsheet_safe
 from lmviz.course.glossary import TERMS, anchor, link, link_first_uses
 
@@ -325,6 +326,17 @@ DRAWN_KEY = "pages-drawn"  # session state: the url paths of the pages this sess
 FIRST_VISIT_KEY = "first-visit-progress"  # the progress shown while a page is drawn for the first time
 
 
+def first_visit_sentence() -> str:
+    """The status of a session's first drawing of a page, true of this visit: while the server is still preparing
+    the bundled model in the background (lmviz.app.warm), a page that needs it waits for it, and says so; once it is
+    ready, or when nothing is being prepared, the page has only itself to draw."""
+    warmer = warm.warmer
+    if warmer.started and warmer.seconds is None:
+        return (f"Loading this lesson. The server is still preparing {warmer.model} in the background "
+                f"({round(100 * warmer.fraction)} %: {warmer.message}); a lesson that uses it waits for it.")
+    return "Loading this lesson."
+
+
 @contextlib.contextmanager
 def first_drawing(url_path: str):
     """Around a page's run: the first time this session draws the page, a running status under its title until the
@@ -339,8 +351,7 @@ def first_drawing(url_path: str):
         yield
         return
     with slot.container(key=FIRST_VISIT_KEY):
-        st.status("Loading this lesson: the first visit after the server starts also loads PyTorch and the model, a "
-                  "few seconds.", state="running")
+        st.status(first_visit_sentence(), state="running")
         # Hidden. The browser fetches the code of a kind of element the first time it meets one: without this, the
         # status went with the run and the pinned numbers came up to a second later, with neither on screen.
         with st.container(key=FIRST_VISIT_CODE):

@@ -67,3 +67,16 @@ def test_opening_any_page_warms_the_bundled_model_in_the_background(monkeypatch)
     assert warm.warmer.error is None and warm.warmer.message == f"{DEFAULT_MODEL} is ready"
     # the pages' loader (Your sentence's defaults, Batches) finds the very object the warm start made
     assert caches.get_batcher(DEFAULT_MODEL, "auto", default_dtype(), None) is warm.warmer.batcher()
+
+
+def test_a_first_visit_says_the_model_is_being_prepared_only_while_it_is(monkeypatch):
+    """The status of a session's first drawing of a page is true of that visit: on a server that has run for an hour
+    the model is ready, and the page says only that it is loading."""
+    fresh = warm._Warmer()
+    monkeypatch.setattr(warm, "warmer", fresh)
+    assert chrome.first_visit_sentence() == "Loading this lesson."  # nothing started (LMVIZ_WARM_START=0)
+    fresh._thread, fresh.model, fresh.fraction, fresh.message = object(), "SmolLM2-135M-Instruct", 0.95, "Loading…"
+    assert chrome.first_visit_sentence() == ("Loading this lesson. The server is still preparing SmolLM2-135M-Instruct "
+                                             "in the background (95 %: Loading…); a lesson that uses it waits for it.")
+    fresh.seconds = 12.0  # ready
+    assert chrome.first_visit_sentence() == "Loading this lesson."
