@@ -43,10 +43,11 @@ def get_gradient(_scorer: CausalScorer, model_key: tuple, text: str):
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def get_steps(_scorer: CausalScorer, model_key: tuple, text: str, lr: float, steps: int, other: str | None):
+def get_steps(_scorer: CausalScorer, model_key: tuple, text: str, lr: float, steps: int, other: str | None,
+              _progress=None):
     try:
-        return _scorer.run(lambda loaded: gated("sgd", loaded, lambda: sgd_steps(loaded, text, lr, steps, other)),
-                           text, other)
+        return _scorer.run(lambda loaded: gated("sgd", loaded, lambda: sgd_steps(
+            loaded, text, lr, steps, other, progress=_progress)), text, other)
     finally:
         return_freed_memory()
 
@@ -160,14 +161,14 @@ other = url_state.linked(url_state.text("step_other", DEFAULT_OTHER, MAX_CHARS),
 other_problem = None
 try:
     scorer, gradient = scored_with_cpu_fallback(scorer, lambda s: get_gradient(s, s.cache_key, text))
-    with panel, step_status(f"Taking {plural(steps, 'step')} of SGD on a copy of the weights…", "sgd"):
+    with panel, step_status(f"Taking {plural(steps, 'step')} of SGD on a copy of the weights…", "sgd") as report:
         try:
             scorer, result = scored_with_cpu_fallback(
-                scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), other))
+                scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), other, report))
         except OtherTextUnusable as problem:  # said in section 4; the steps on your text are still shown
             other_problem = problem
             scorer, result = scored_with_cpu_fallback(
-                scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), None))
+                scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), None, report))
 except (NothingToScore, BadInput) as problem:  # in the pinned panel: on screen with the box
     show_problem(problem, panel)
     stop_page()

@@ -85,16 +85,17 @@ RIGHT, WRONG = "✓", "✗"
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def get_group(_scorer: CausalScorer, model_key: tuple, prompt: str, size: int, seed: int, temperature: float,
-              limit: int):
-    return _scorer.run(lambda loaded: sample_group(loaded, prompt, size, seed, temperature, limit), prompt)
+              limit: int, _progress=None):
+    return _scorer.run(lambda loaded: sample_group(loaded, prompt, size, seed, temperature, limit, _progress), prompt)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def get_step(_scorer: CausalScorer, model_key: tuple, _group, group_key: tuple, advantages: tuple, lr: float,
-             loss_type: str, level: str, epsilon: float, beta: float, updates: int, kl_bias_correction: bool):
+             loss_type: str, level: str, epsilon: float, beta: float, updates: int, kl_bias_correction: bool,
+             _progress=None):
     return _scorer.run(lambda loaded: gated("grpo", loaded, lambda: grpo_step(
         loaded, _group, list(advantages), lr, loss_type, level, epsilon, beta=beta, updates=updates,
-        kl_bias_correction=kl_bias_correction)))
+        kl_bias_correction=kl_bias_correction, progress=_progress)))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -188,9 +189,9 @@ value = url_state.linked(url_state.text(f"grpo_rule_{list(RULES).index(rule_name
 
 try:
     rule = make_rule(value)
-    with panel, st.spinner(f"Sampling {size} answers, one token at a time…", show_time=True):
-        scorer, group = scored_with_cpu_fallback(
-            scorer, lambda s: get_group(s, s.cache_key, prompt, int(size), int(seed), float(temperature), int(limit)))
+    with panel, step_status(f"Sampling {size} answers, one token at a time…") as report:
+        scorer, group = scored_with_cpu_fallback(scorer, lambda s: get_group(
+            s, s.cache_key, prompt, int(size), int(seed), float(temperature), int(limit), report))
 except (NothingToScore, ChatTemplateError, BadInput) as problem:  # in the pinned panel: on screen with the boxes
     show_problem(problem, panel)
     stop_page()
@@ -280,10 +281,11 @@ kl_bias_correction = url_state.linked(url_state.flag("grpo_kl_ratio", TRL.use_bi
                                            "DeepSeekMath's plain k3.")
 level = SEQUENCE if sequence_level else TOKEN
 try:
-    with panel, step_status(f"{updates} update{'s' if updates > 1 else ''} on a copy of the weights…", "grpo"):
+    with panel, step_status(f"{updates} update{'s' if updates > 1 else ''} on a copy of the weights…",
+                            "grpo") as report:
         scorer, step = scored_with_cpu_fallback(scorer, lambda s: get_step(
             s, s.cache_key, group, group_key, chosen_advantages, float(lr), loss_type, level, float(epsilon),
-            float(beta), int(updates), bool(kl_bias_correction)))
+            float(beta), int(updates), bool(kl_bias_correction), report))
 except BadInput as problem:
     show_problem(problem, panel)
     stop_page()

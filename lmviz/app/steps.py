@@ -29,9 +29,13 @@ def gated(kind: str, loaded, compute: Callable[[], T]) -> T:
         return compute()
 
 
-def place_sentence(doing: str, place: Place | None) -> str:
-    """What the status says: the step running and for how long, or how many steps are ahead of it and about how
-    long they take (from the gate's measured step times), or ``doing`` alone before the step reaches the gate."""
+def place_sentence(doing: str, place: Place | None, progress: tuple[float, str] | None = None) -> str:
+    """What the status says: how far the computation has come (``progress``: the fraction and words it last
+    reported), or how many steps are ahead of it and about how long they take (from the gate's measured step
+    times), or ``doing`` alone."""
+    if progress is not None and (place is None or place.running):
+        fraction, words = progress
+        return f"{doing} {words} ({math.floor(100 * fraction)} %)"
     if place is None:
         return doing
     if place.running:
@@ -43,19 +47,24 @@ def place_sentence(doing: str, place: Place | None) -> str:
 
 
 @contextlib.contextmanager
-def step_status(doing: str, kind: str):
-    """Around a page's call that takes a step of ``kind``: a status saying ``doing``, and while the step waits for
-    its turn, its place and the estimated wait, written again every REFRESH_S by a thread of this session (the
-    page's own thread is in the step, or in the cached function's wait for the same step another session runs).
-    Nothing is written for a result that comes within REFRESH_S (a cached one), as st.spinner waits too."""
+def step_status(doing: str, kind: str | None = None):
+    """Around a page's call that may take a while: a status saying ``doing``, written again every REFRESH_S by a
+    thread of this session (the page's own thread is in the computation, or in the cached function's wait for
+    the same result another session computes), with the computation's progress as it reports it through the
+    callback this yields, and, for a step of ``kind`` while it waits for its turn in the gate, its place and the
+    estimated wait. Nothing is written for a result that comes within REFRESH_S (a cached one), as st.spinner
+    waits too."""
     ctx = get_script_run_ctx()
     owner = ctx.session_id if ctx else f"thread-{threading.get_ident()}"
-    gate, box, done = step_gate(), st.empty(), threading.Event()
+    gate, box, done, reported = step_gate(), st.empty(), threading.Event(), {}
+
+    def report(fraction: float, words: str) -> None:
+        reported["now"] = (fraction, words)
 
     def watch():
         shown = None
         while not done.wait(REFRESH_S):
-            sentence = place_sentence(doing, gate.place(owner, kind))
+            sentence = place_sentence(doing, gate.place(owner, kind) if kind else None, reported.get("now"))
             if sentence != shown and not done.is_set():
                 box.info(sentence, icon=":material/hourglass_top:")
                 shown = sentence
@@ -66,7 +75,7 @@ def step_status(doing: str, kind: str):
         watcher.start()
     try:
         with gate.owned_by(owner):
-            yield
+            yield report
     finally:
         done.set()
         if ctx:

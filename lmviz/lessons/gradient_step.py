@@ -378,7 +378,7 @@ def sgd_steps(loaded, text: str, lr: float, steps: int = 1, other_text: str | No
         if step == 0 and other:
             other_scores.append(_token_nll(module, other_ids))
         if progress:
-            progress((step + 1) / steps, f"Step {step + 1} of {steps} done")
+            progress((step + 1) / steps, f"Step {step + 1} of {steps} done.")
     scores.append(_token_nll(module, ids))
     if other:
         other_scores.append(_token_nll(module, other_ids))

@@ -46,7 +46,7 @@ from lmviz.core.trl import BNPO, CISPO, DAPO, DR_GRPO, GRPO, LUSPO, SAPO, SEQUEN
 from lmviz.errors import NothingToScore
 from lmviz.lessons.causal_lm import length_limit, seconds_since
 from lmviz.lessons.chat_loss import ChatTemplateError, NoChatTemplate, minus_log_sigmoid
-from lmviz.lessons.gradient_step import check_learning_rate, descend, private_copy, return_freed_memory
+from lmviz.lessons.gradient_step import Progress, check_learning_rate, descend, private_copy, return_freed_memory
 from lmviz.lessons.next_token import MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput
 
 MEAN, POPULATION_STD, SAMPLE_STD = "mean", "population std", "sample std"
@@ -496,7 +496,7 @@ def stop_ids(loaded) -> list[int]:
 
 
 def draw_answers(model, prompt: list[int], size: int, temperature: float, max_new_tokens: int, stops: list[int],
-                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+                 generator: torch.Generator, progress: Progress | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Sampling, with the key/value cache: the prompt is read once for the G rows, then each step feeds each row's
     last token only. At each step: logits ÷ T, log-softmax, one draw per row from its probabilities.
     Returns the drawn ids (G, n) and their log-probabilities (G, n); a row that has stopped keeps being fed its
@@ -514,6 +514,8 @@ def draw_answers(model, prompt: list[int], size: int, temperature: float, max_ne
         drawn.append(token)
         logps.append(log_p.gather(-1, token))
         stopped |= torch.isin(token[:, 0], stop)
+        if progress:
+            progress(len(drawn) / max_new_tokens, f"{len(drawn)} of at most {max_new_tokens} tokens drawn.")
         if stopped.all():
             break
         out = model(input_ids=token.to(device), cache=out.cache, use_cache=True)  # transformers 5's name
@@ -528,13 +530,14 @@ def _answer(tokenizer, ids: list[int], logps: list[float], stops: list[int]) -> 
 
 
 def sample_group(loaded, prompt: str, size: int = 8, seed: int = 0, temperature: float = 1.0,
-                 max_new_tokens: int = 12) -> Group:
+                 max_new_tokens: int = 12, progress: Progress | None = None) -> Group:
     """G = ``size`` answers to ``prompt`` from ``loaded`` (a lmviz.models.loading.LoadedModel), drawn together.
 
     Drawn with a torch.Generator of the call's own, seeded with ``seed``: the same settings give the same group,
     whatever other sessions of the server draw meanwhile. (transformers' generate draws from torch's global
     random state, which any thread may reseed or advance mid-group, so a class would not all see one group.)
     Each answer keeps the log-probability its tokens were drawn with: log π_old, the policy that sampled.
+    ``progress(fraction, words)`` is called after each token is drawn for the group.
     Raises BadInput, NothingToScore, NoChatTemplate, ChatTemplateError."""
     check_sampling(size, seed, temperature, max_new_tokens)
     ids = prompt_ids(loaded.tokenizer, prompt)
@@ -546,7 +549,7 @@ def sample_group(loaded, prompt: str, size: int = 8, seed: int = 0, temperature:
     start = time.perf_counter()
     with torch.inference_mode():
         drawn, logps = draw_answers(loaded.model, ids, size, float(temperature), max_new_tokens, stops,
-                                    torch.Generator().manual_seed(seed))
+                                    torch.Generator().manual_seed(seed), progress)
     seconds = seconds_since(start, loaded.device)
     answers = [_answer(loaded.tokenizer, row, row_logps, stops)
                for row, row_logps in zip(drawn.tolist(), logps.tolist())]
@@ -716,10 +719,11 @@ def _check_step(lr, loss_type: str, updates: int, group: Group, advantages: list
 
 def grpo_step(loaded, group: Group, advantages: list[float], lr: float = 1e-3, loss_type: str = TRL.loss_type,
               level: str = TOKEN, epsilon_low: float = DEFAULT_EPSILON, epsilon_high: float | None = None,
-              beta: float = DEFAULT_BETA, updates: int = 1, kl_bias_correction: bool = False) -> GrpoStep:
+              beta: float = DEFAULT_BETA, updates: int = 1, kl_bias_correction: bool = False,
+              progress: Progress | None = None) -> GrpoStep:
     """``updates`` SGD steps at rate ``lr`` on ``group``'s GRPO loss with these ``advantages`` (one per answer),
     each on the weights the one before left, and the group scored again after the last (see GrpoStep).
-    Raises BadInput."""
+    ``progress(fraction, words)`` is called after each update. Raises BadInput."""
     lr = _check_step(lr, loss_type, updates, group, advantages)
     epsilon_high = epsilon_low if epsilon_high is None else epsilon_high
     check_clip(epsilon_low, epsilon_high, level, beta)
@@ -743,6 +747,9 @@ def grpo_step(loaded, group: Group, advantages: list[float], lr: float = 1e-3, l
         norm = descend(module, loss, lr)
         done.append(GrpoUpdate(number, group_loss(rows, old_rows, advantages, logp_ref=old_rows, **score),
                                loss.item(), norm))
+        if progress:
+            progress(number / (updates + 1), f"Update {number} of {updates} done; "
+                                              + ("the next" if number < updates else "scoring the group again") + "…")
     with torch.no_grad():
         new = group_logprobs(module, prompt, answers, temperature)[0]
     weights = sum(p.numel() for p in module.parameters())

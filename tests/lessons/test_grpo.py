@@ -433,6 +433,18 @@ def test_the_group_is_drawn_from_softmax_over_temperature_with_its_seed(tiny_pla
                                                  for a in group.answers]
 
 
+def test_sampling_reports_each_token_drawn_and_the_step_each_update(tiny_plain):
+    """The page's status reads these: the tokens drawn of the limit, then each update of the step."""
+    said = []
+    group = sample_group(tiny_plain, STORY_PROMPT, 4, seed=3, temperature=1.3, max_new_tokens=8,
+                         progress=lambda fraction, words: said.append((fraction, words)))
+    assert said == [(n / 8, f"{n} of at most 8 tokens drawn.") for n in range(1, 9)]  # no answer stops early
+    said.clear()
+    grpo_step(tiny_plain, group, [1.0, -1.0, 0.5, -0.5], updates=2,
+              progress=lambda fraction, words: said.append((fraction, words)))
+    assert said == [(1 / 3, "Update 1 of 2 done; the next…"), (2 / 3, "Update 2 of 2 done; scoring the group again…")]
+
+
 def test_the_same_seed_gives_the_same_group_and_another_seed_another(tiny_plain):
     first, again = (sample_group(tiny_plain, STORY_PROMPT, 4, seed=0, temperature=1.5, max_new_tokens=6)
                     for _ in range(2))

@@ -119,3 +119,14 @@ def test_a_step_is_expected_to_hold_twice_the_weights():
 ])
 def test_the_status_says_the_place_and_the_wait(place, sentence):
     assert place_sentence("Taking 1 step…", place) == sentence
+
+
+def test_the_status_says_how_far_the_computation_has_come_once_it_runs():
+    progress = (0.25, "2 of at most 8 tokens drawn.")
+    assert place_sentence("Sampling 8 answers…", None, progress) == \
+        "Sampling 8 answers… 2 of at most 8 tokens drawn. (25 %)"
+    running = Place(True, 0, 0.0, 3.0)
+    assert place_sentence("1 update…", running, (0.5, "Update 1 of 1 done; scoring the group again…")) == \
+        "1 update… Update 1 of 1 done; scoring the group again… (50 %)"
+    waiting = Place(False, 1, 4.0, 1.0)  # a progress left from before it waited is not shown over its place
+    assert place_sentence("1 update…", waiting, progress) == "1 step is ahead of yours, about 4 s. Then: 1 update…"
