@@ -626,21 +626,28 @@ def rewards(group: Group, rule: RewardRule) -> list[float]:
 def group_logprobs(model, prompt: list[int], answers: list[list[int]],
                    temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """log π of every answer token after ``prompt``, as TRL computes it: log_softmax(logits / T) at the token, T the
-    sampling temperature. model: a module or a LoadedModel. One forward pass over the G answers, right-padded.
+    sampling temperature. model: a module or a LoadedModel. The prompt but its last token is read once, and its keys
+    and values are shared by the G answers, which are read together, right-padded, each after the prompt's last
+    token (TRL reads the whole prompt once per answer: the numbers are the same, the prompt's cost G times smaller;
+    gradients flow through the shared keys and values into the prompt's pass as they would through G copies).
     Returns (G, L) float32 log-probabilities (0 at padding) and the (G, L) mask; differentiable where the module's
     parameters require a gradient (a private copy), without a graph for the shared model."""
     # a LoadedModel's module; a module as it is (a causal LM's own .model is its body, without the output head)
     model = model if isinstance(model, torch.nn.Module) else model.model
     device = next(model.parameters()).device
-    width = max(len(a) for a in answers)
-    ids = torch.tensor([prompt + a + [0] * (width - len(a)) for a in answers], device=device)  # (G, P + L)
+    size, width, start = len(answers), max(len(a) for a in answers), max(len(prompt) - 1, 0)
+    # each row: the prompt's last token, which scores the answer's first, then the answer (right-padded)
+    ids = torch.tensor([prompt[start:] + a + [0] * (width - len(a)) for a in answers], device=device)
     mask = torch.tensor([[1] * len(a) + [0] * (width - len(a)) for a in answers], device=device)  # (G, L)
-    attention = torch.cat([torch.ones(len(answers), len(prompt), dtype=mask.dtype, device=device), mask], dim=1)
-    # the output matrix only where an answer token is scored (the prompt's last position on): on the prompt's other
-    # positions it would cost a (V × hidden) product per token, and its gradient, for nothing
-    logits = model(input_ids=ids, attention_mask=attention, use_cache=False, logits_to_keep=width + 1).logits
+    cache = None
+    if start:
+        cache = model(input_ids=torch.tensor([prompt[:start]], device=device), use_cache=True, logits_to_keep=1).cache
+        cache.batch_repeat_interleave(size)  # (1, heads, P − 1, d) -> (G, heads, P − 1, d), in every layer
+    attention = torch.cat([torch.ones(size, start, dtype=mask.dtype, device=device), torch.ones_like(mask[:, :1]),
+                           mask], dim=1)
+    logits = model(input_ids=ids, attention_mask=attention, cache=cache, use_cache=cache is not None).logits
     scores = logits[:, :-1].float() / temperature  # (G, L, V): position t scores token t + 1
-    targets = ids[:, len(prompt):, None]
+    targets = ids[:, 1:, None]
     logp = (scores.gather(-1, targets)[..., 0] - torch.logsumexp(scores, dim=-1)) * mask  # = log_softmax at targets
     return logp, mask
 
