@@ -42,21 +42,23 @@ def answered(tab) -> str:
     return tab.get_by_text(re.compile(r"^\d+ of \d+ answered$")).first.inner_text()
 
 
-def send(phone, given: str) -> None:
-    """An answer typed (or picked), left a poll's time before Send, as a student takes theirs."""
-    # the question's form drawn (the sentence box below it has a send button of its own)
-    expect(phone.get_by_text(re.compile(r"^Your answer")).first).to_be_visible(timeout=POLL_MS)
-    box = phone.get_by_label("Your answer (a number)")
+def send(phone, given: str, question_id: int) -> None:
+    """An answer typed (or picked) in the form of the question asked (its key names the question: a second vote's
+    form replaces the first's, and a box filled just before the poll drew the new form would be lost with the old
+    one), left a poll's time before Send, as a student takes theirs."""
+    form = phone.locator(f".st-key-live-answer-{question_id}")
+    expect(form).to_be_visible(timeout=POLL_MS)
+    box = form.get_by_label("Your answer (a number)")
     if box.count():
         box.fill(given)
     else:
-        phone.get_by_text(given, exact=True).click()
+        form.get_by_text(given, exact=True).click()
     phone.wait_for_timeout(2500)  # the page polls meanwhile: what was typed must survive it
     # On a loaded machine a poll can redraw the form just as the click lands: the button is looked up again, and
     # the click tried again, up to three times within the usual 30 s
     for attempt in range(3):
         try:
-            phone.get_by_role("button", name="Send", exact=True).click(timeout=10_000)
+            form.get_by_role("button", name="Send", exact=True).click(timeout=10_000)
             break
         except PlaywrightTimeout:
             if attempt == 2:
@@ -114,7 +116,7 @@ def test_a_room_on_a_projector_and_two_phones(browser, live_server):
     for phone, given in zip(phones, [f"{asked.question.answer:.5f}", "2"]):
         expect(phone.get_by_text(asked.question.ask)).to_be_visible(timeout=POLL_MS)
         assert phone.evaluate(SIDEWAYS) <= 0
-        send(phone, given)
+        send(phone, given, asked.id)
     phones[0].screenshot(path=str(ARTIFACTS / "live-class-phone.png"))
     expect(projector.get_by_text("2 of 2 answered")).to_be_visible(timeout=POLL_MS)
     projector.get_by_role("button", name="Reveal").click()
@@ -142,7 +144,7 @@ def test_a_room_on_a_projector_and_two_phones(browser, live_server):
     second = store.current(code)
     for phone, given in zip(phones, [f"{asked.question.answer:.5f}", "0.69"]):
         expect(phone.get_by_text("second vote", exact=False)).to_be_visible(timeout=POLL_MS)
-        send(phone, given)
+        send(phone, given, second.id)
     for token, given in zip(others, ("0.69", "0.7", "2")):
         store.answer(second.id, token, given)
     expect(projector.get_by_text("5 of 5 answered")).to_be_visible(timeout=POLL_MS)
