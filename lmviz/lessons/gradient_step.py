@@ -316,6 +316,20 @@ class SgdSteps:
         return asdict(self)
 
 
+SQUARES_CHUNK = 1 << 16  # numbers cast to float64 at a time: a chunk stays in the CPU's cache
+
+
+def squared_norm(tensor: torch.Tensor) -> float:
+    """Σ x² over a tensor, summed in float64. On a CPU a chunk at a time, each cast to float64 and dotted with
+    itself: as exact as vector_norm(dtype=float64) (within 1e-13 relative on SmolLM2's embedding gradient) and about
+    seven times faster, which casts the whole tensor at once (100 ms for that one matrix, most of a 16-token step's
+    update). On a GPU the whole tensor at once: a chunk's .item() would wait for the device each time."""
+    if tensor.device.type != "cpu":
+        return torch.linalg.vector_norm(tensor, dtype=torch.float64).item() ** 2
+    chunks = (chunk.double() for chunk in tensor.reshape(-1).split(SQUARES_CHUNK))
+    return math.fsum(torch.dot(chunk, chunk).item() for chunk in chunks)
+
+
 def descend(module: torch.nn.Module, loss: torch.Tensor, lr: float) -> float:
     """loss.backward(), with each parameter of ``module`` (a private_copy) replaced by w − lr·g as soon as its
     gradient is complete (a post-accumulate-grad hook, PyTorch's "optimizer step in backward"), and that gradient
@@ -330,7 +344,7 @@ def descend(module: torch.nn.Module, loss: torch.Tensor, lr: float) -> float:
     squares = []
 
     def update(param: torch.nn.Parameter) -> None:
-        squares.append(torch.linalg.vector_norm(param.grad, dtype=torch.float64).item() ** 2)
+        squares.append(squared_norm(param.grad))
         param.data = torch.add(param.detach(), param.grad, alpha=-lr, out=param.grad)  # SGD's add_(g, alpha=-lr)
         param.grad = None
 

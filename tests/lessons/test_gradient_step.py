@@ -22,12 +22,14 @@ from lmviz.lessons.gradient_step import (
     ADAM_EPS,
     MAX_STEPS,
     SIGN_LIKE,
+    SQUARES_CHUNK,
     STEP_BANDS,
     adamw_first_step,
     logit_gradient,
     output_matrix,
     private_copy,
     sgd_steps,
+    squared_norm,
 )
 from lmviz.lessons.next_token import BadInput
 from lmviz.models.loading import TINY_GPT, LoadedModel, load_causal_lm
@@ -511,3 +513,13 @@ def test_only_the_other_text_unusable_is_its_own_error_and_the_steps_alone_still
         sgd_steps(tiny, "   ", 1e-3, other_text=text)
     assert not isinstance(first.value, OtherTextUnusable)
     assert sgd_steps(tiny, STORY, 1e-3).other is None
+
+
+@pytest.mark.parametrize("size", [1, SQUARES_CHUNK - 1, 3 * SQUARES_CHUNK + 7])
+def test_the_squared_norm_a_chunk_at_a_time_is_the_float64_norms_square(size):
+    """Against torch's norm with every number cast to float64 first, on numbers of very different sizes."""
+    generator = torch.Generator().manual_seed(size)
+    tensor = torch.randn(size, generator=generator) * torch.logspace(-8, 2, size)
+    reference = torch.linalg.vector_norm(tensor, dtype=torch.float64).item() ** 2
+    assert squared_norm(tensor) == pytest.approx(reference, rel=1e-12)
+    assert squared_norm(tensor.view(1, -1)) == pytest.approx(reference, rel=1e-12)  # any shape
