@@ -9,9 +9,10 @@ student is a thread that asks for one SGD step (sgd_steps, steps=1, lr 0.001) on
 The gate admits at most K steps at once (--at-once; the server's default is MOST_AT_ONCE) and as many as memory
 allows. Per row: the students' time from asking to their result (p50, p95), the machine's busy cores over the run
 ÷ the cores it has (from psutil.cpu_times: 1 − idle time ÷ all time), and the process's peak resident memory
-(VmHWM) above the loaded model's. "shared": 30 students asking for the teacher's text at once, through a
-function cached with st.cache_data as the page's get_steps is: Streamlit computes one key once while the others
-wait, so the row also counts the steps taken.
+(VmHWM) above the loaded model's; after each step the freed memory is handed back (return_freed_memory, as the
+page does: glibc otherwise keeps each thread's freed memory, one arena per thread). "shared": 30 students asking
+for the teacher's text at once, through a function cached with st.cache_data as the page's get_steps is:
+Streamlit computes one key once while the others wait, so the row also counts the steps taken.
 
 --quick (for CI) runs 2 students at K = 1 and 2 sharing: it proves the script works; its figures mean little.
 """
@@ -29,7 +30,7 @@ import streamlit as st
 import torch
 
 from benchmarks.gradient_step import LR, load_average, malloc_trim, reset_peak, status_mib, text_of_length, warm
-from lmviz.lessons.gradient_step import sgd_steps
+from lmviz.lessons.gradient_step import return_freed_memory, sgd_steps
 from lmviz.models.loading import DEFAULT_MODEL, load_causal_lm
 from lmviz.serving.steps import MOST_AT_ONCE, StepGate, step_memory
 
@@ -94,6 +95,7 @@ def main() -> None:
                 text = f"Student {number}: {teachers}"  # a text of their own
                 with gate.step("sgd", needs):
                     sgd_steps(loaded, text, LR, steps=1)
+                return_freed_memory()  # as the page's get_steps does after each step
             row = run_class(size, ask)
             print(f"| {size} | {limit} | {row['p50']:.2f} | {row['p95']:.2f} | {row['busy']:.2f} | "
                   f"{row['peak']:.0f} | {size} |")
@@ -103,8 +105,11 @@ def main() -> None:
     @st.cache_data(show_spinner=False)
     def teachers_step(text: str):  # as the page's get_steps: one key, computed once
         taken.append(1)
-        with gate.step("sgd", needs):
-            return sgd_steps(loaded, text, LR, steps=1)
+        try:
+            with gate.step("sgd", needs):
+                return sgd_steps(loaded, text, LR, steps=1)
+        finally:
+            return_freed_memory()
     row = run_class(shared, lambda number: teachers_step(teachers))
     print(f"| {shared}, shared | {gate.most_at_once} | {row['p50']:.2f} | {row['p95']:.2f} | {row['busy']:.2f} | "
           f"{row['peak']:.0f} | {len(taken)} |")

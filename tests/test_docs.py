@@ -264,6 +264,7 @@ def test_the_settings_table_names_every_setting_the_code_reads():
     hosting = page("hosting/index.md")
     assert read and [name for name in sorted(read) if f"`{name}`" not in hosting] == []
     assert f"| `LMVIZ_STEPS_AT_ONCE` | `{MOST_AT_ONCE}` (`MOST_AT_ONCE`) |" in hosting
+    assert f"`LMVIZ_STEPS_AT_ONCE` ({MOST_AT_ONCE})" in " ".join(page("lessons/gradient_step.md").split())
 
 
 def test_the_library_reference_and_the_architecture_name_every_folder_of_the_package():

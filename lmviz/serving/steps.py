@@ -28,7 +28,10 @@ from pathlib import Path
 import psutil
 
 STEP_MEMORY_PER_WEIGHT_BYTE = 2.0  # a step's peak ÷ the weights' bytes: 943 ÷ 513 = 1.84 at 256 tokens, rounded up
-MOST_AT_ONCE = 4  # steps running together at most, whatever the memory: beyond it each only slows the others
+# Steps running together at most, whatever the memory. One step on a CPU keeps its cores about 70 % busy; two keep
+# them busy, and beyond that each only slows the others (benchmarks.class_steps, 30 students on 2 cores: p50 17.5 s
+# one at a time, 10.6 s two at a time, 13.0 s four at a time)
+MOST_AT_ONCE = 2
 MEASURED_STEPS = 20  # the step times an estimate is made from: the last ones of that kind
 CGROUP_FILES = (  # (limit, usage): cgroup v2, then v1
     ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
