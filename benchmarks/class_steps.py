@@ -14,7 +14,11 @@ page does: glibc otherwise keeps each thread's freed memory, one arena per threa
 for the teacher's text at once, through a function cached with st.cache_data as the page's get_steps is:
 Streamlit computes one key once while the others wait, so the row also counts the steps taken.
 
---quick (for CI) runs 2 students at K = 1 and 2 sharing: it proves the script works; its figures mean little.
+Then RL fine-tuning for 1, 10 and 30 students at once, each with a seed of their own: the lesson's group sampled
+(sampling is not gated: it holds no copy of the weights) and its step through a gate of the server's default size.
+
+--quick (for CI) runs 2 students at K = 1 and 2 sharing, and no RL rows: it proves the script works; its figures
+mean little.
 """
 
 from __future__ import annotations
@@ -30,7 +34,17 @@ import streamlit as st
 import torch
 
 from benchmarks.gradient_step import LR, load_average, malloc_trim, reset_peak, status_mib, text_of_length, warm
+from benchmarks.grpo import PROMPT, RIGHT_NUMBER, TEMPERATURE
 from lmviz.lessons.gradient_step import return_freed_memory, sgd_steps
+from lmviz.lessons.grpo import (
+    DEFAULT_UPDATES,
+    SAMPLE_STD,
+    advantages,
+    contains_number,
+    grpo_step,
+    rewards,
+    sample_group,
+)
 from lmviz.models.loading import DEFAULT_MODEL, load_causal_lm
 from lmviz.serving.steps import MOST_AT_ONCE, StepGate, step_memory
 
@@ -113,7 +127,29 @@ def main() -> None:
     row = run_class(shared, lambda number: teachers_step(teachers))
     print(f"| {shared}, shared | {gate.most_at_once} | {row['p50']:.2f} | {row['p95']:.2f} | {row['busy']:.2f} | "
           f"{row['peak']:.0f} | {len(taken)} |")
+    if not args.quick:
+        grpo_class(loaded, needs, args.students)
     print(f"load average at the end: {load_average()}")
+
+
+def grpo_class(loaded, needs: int, sizes: list[int]) -> None:
+    """RL fine-tuning: each student a seed of their own, so a group of their own (sampling is not gated), then the
+    page's step on it (DEFAULT_UPDATES updates) through a gate of the server's default size."""
+    print(f"\nRL fine-tuning: the lesson's group (G = 8, 12 tokens, benchmarks.grpo's prompt) with the student's own "
+          f"seed, then its {DEFAULT_UPDATES} updates; at most {MOST_AT_ONCE} steps at once.")
+    print("| students | p50 (s) | p95 (s) | busy ÷ cores | peak above the model (MiB) |")
+    print("|---:|---:|---:|---:|---:|")
+    for size in sizes:
+        gate = StepGate()
+
+        def ask(number: int, gate=gate):
+            group = sample_group(loaded, PROMPT, 8, 100 + number, TEMPERATURE, 12)
+            rewarded = advantages(rewards(group, contains_number(RIGHT_NUMBER)), SAMPLE_STD).advantages
+            with gate.step("grpo", needs):
+                grpo_step(loaded, group, rewarded, LR, updates=DEFAULT_UPDATES)
+            return_freed_memory()
+        row = run_class(size, ask)
+        print(f"| {size} | {row['p50']:.2f} | {row['p95']:.2f} | {row['busy']:.2f} | {row['peak']:.0f} |")
 
 
 if __name__ == "__main__":
