@@ -8,7 +8,8 @@ from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
-from lmviz.app.steps import gated, step_status
+from lmviz.app.steps import step_status
+from lmviz.app.training import cached_adamw, cached_gradient, cached_sgd_steps
 from lmviz.app.widgets import result_panel, show_chart, show_code
 from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob
 from lmviz.core.text import escape_markdown, quotable
@@ -17,47 +18,23 @@ from lmviz.errors import NotEnoughMemory, NothingToScore, OtherTextUnusable
 from lmviz.figures import plots
 from lmviz.lessons.gradient_step import (
     ADAM_EPS,
+    DEFAULT_OTHER,
+    DEFAULT_RATE,
+    DEFAULT_STEPS,
+    DEFAULT_TEXT,
     MAX_STEPS,
     SIGN_LIKE,
     STEP_MAX_TOKENS,
     adamw_first_step,
     logit_gradient,
-    return_freed_memory,
     sgd_steps,
 )
 from lmviz.lessons.next_token import BadInput
-from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 1000
-DEFAULT_TEXT = "The capital of France is Paris."
-DEFAULT_OTHER = "The capital of France is Berlin."
 # A log scale: each rate about three times the one before. 1e-3 lowers the default sentence's loss on
 # SmolLM2 (2.567 → 1.855), 1e-2 makes it rise (9.78): both ends of what a learner should see are in it.
 RATES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def get_gradient(_scorer: CausalScorer, model_key: tuple, text: str):
-    # the two largest other entries: a third pushed the table past 818 px, the room left beside an open sidebar
-    return _scorer.run(lambda loaded: logit_gradient(loaded, text, top=2), text)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def get_steps(_scorer: CausalScorer, model_key: tuple, text: str, lr: float, steps: int, other: str | None,
-              _progress=None):
-    try:
-        return _scorer.run(lambda loaded: gated("sgd", loaded, lambda: sgd_steps(
-            loaded, text, lr, steps, other, progress=_progress)), text, other)
-    finally:
-        return_freed_memory()
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def get_adamw(_scorer: CausalScorer, model_key: tuple, text: str, lr: float):
-    try:
-        return _scorer.run(lambda loaded: gated("adamw", loaded, lambda: adamw_first_step(loaded, text, lr)), text)
-    finally:
-        return_freed_memory()
 
 
 def plural(count: int, word: str) -> str:
@@ -150,25 +127,25 @@ url_state.reset_button()
 text = url_state.linked(url_state.text("step_text", DEFAULT_TEXT, MAX_CHARS), st.text_area,
                         "Your text (the step learns it)", max_chars=MAX_CHARS)
 rate, count, other_box = st.columns([2, 1, 3])
-lr = url_state.linked(url_state.choice("step_lr", 1e-3, RATES), rate.select_slider, "Learning rate", RATES,
+lr = url_state.linked(url_state.choice("step_lr", DEFAULT_RATE, RATES), rate.select_slider, "Learning rate", RATES,
                       format_func=lambda r: f"{r:g}",
                       help="How far each step moves every weight along the gradient: w ← w − lr · g.")
-steps = url_state.linked(url_state.number("step_count", 3, 1, MAX_STEPS), count.number_input, "Steps", 1, MAX_STEPS,
-                         help="The first step is shown in detail; the loss is drawn after each.")
+steps = url_state.linked(url_state.number("step_count", DEFAULT_STEPS, 1, MAX_STEPS), count.number_input, "Steps", 1,
+                         MAX_STEPS, help="The first step is shown in detail; the loss is drawn after each.")
 other = url_state.linked(url_state.text("step_other", DEFAULT_OTHER, MAX_CHARS), other_box.text_input,
                          "Another text, scored before and after (never learnt)", max_chars=MAX_CHARS)
 
 other_problem = None
 try:
-    scorer, gradient = scored_with_cpu_fallback(scorer, lambda s: get_gradient(s, s.cache_key, text))
+    scorer, gradient = scored_with_cpu_fallback(scorer, lambda s: cached_gradient(s, s.cache_key, text))
     with panel, step_status(f"Taking {plural(steps, 'step')} of SGD on a copy of the weights…", "sgd") as report:
         try:
             scorer, result = scored_with_cpu_fallback(
-                scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), other, report))
+                scorer, lambda s: cached_sgd_steps(s, s.cache_key, text, float(lr), int(steps), other, report))
         except OtherTextUnusable as problem:  # said in section 4; the steps on your text are still shown
             other_problem = problem
             scorer, result = scored_with_cpu_fallback(
-                scorer, lambda s: get_steps(s, s.cache_key, text, float(lr), int(steps), None, report))
+                scorer, lambda s: cached_sgd_steps(s, s.cache_key, text, float(lr), int(steps), None, report))
 except (NothingToScore, BadInput) as problem:  # in the pinned panel: on screen with the box
     show_problem(problem, panel)
     stop_page()
@@ -300,7 +277,7 @@ if url_state.linked(url_state.flag("step_adamw"), st.toggle, "Compute AdamW's fi
                         "one matrix."):
     try:
         with step_status("One AdamW step on a copy of the output matrix…", "adamw"):
-            scorer, adam = scored_with_cpu_fallback(scorer, lambda s: get_adamw(s, s.cache_key, text, float(lr)))
+            scorer, adam = scored_with_cpu_fallback(scorer, lambda s: cached_adamw(s, s.cache_key, text, float(lr)))
     except NotEnoughMemory as problem:
         show_problem(f"{problem} Try a shorter text.")
     else:

@@ -14,7 +14,8 @@ from lmviz.app.choosers import (
 from lmviz.app.chrome import intro, key_table, stop_page, term
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
-from lmviz.app.steps import gated, step_status
+from lmviz.app.steps import step_status
+from lmviz.app.training import cached_group, cached_grpo_step, group_key
 from lmviz.app.widgets import metric_row, result_panel, show_code
 from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import escape_markdown
@@ -29,6 +30,13 @@ from lmviz.lessons.grpo import (
     DAPO,
     DEFAULT_BETA,
     DEFAULT_EPSILON,
+    DEFAULT_GROUP,
+    DEFAULT_LIMIT,
+    DEFAULT_NUMBER,
+    DEFAULT_PROMPT,
+    DEFAULT_RATE,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
     DEFAULT_UPDATES,
     DR_GRPO,
     GRPO,
@@ -59,17 +67,15 @@ from lmviz.lessons.grpo import (
     dpo_as_bradley_terry,
     grpo_step,
     rewards,
-    sample_group,
 )
 from lmviz.lessons.next_token import MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput
 from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 500
 RULE_CHARS = 40  # a number, a word or a count
-DEFAULT_PROMPT = "What is 7 + 5? Reply with just the number."
 # The rules a learner picks from: the words of the radio, the box's label and its default, the rule it builds
 RULES = {
-    "contains the number": ("The number", "12", contains_number),
+    "contains the number": ("The number", DEFAULT_NUMBER, contains_number),
     "contains the word": ("The word", "twelve", contains_word),
     "is at most N tokens long": ("N, the most tokens", "6", at_most_tokens),
 }
@@ -78,24 +84,8 @@ SCALING_WORDS = {MEAN: "R − mean (Dr. GRPO)", POPULATION_STD: "÷ population s
 # A log scale. On the default group (seed 0, 8 answers, 12 tokens) 3e-4 moves the two rewarded answers' log π up by
 # 0.43 and 0.18 and clips no token; 1e-3 clips 4 of its 95 tokens
 RATES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
-DEFAULT_RATE = 1e-3
 MIN_EPSILON = 1e-4  # low enough for GSPO's 3e-4
 RIGHT, WRONG = "✓", "✗"
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def get_group(_scorer: CausalScorer, model_key: tuple, prompt: str, size: int, seed: int, temperature: float,
-              limit: int, _progress=None):
-    return _scorer.run(lambda loaded: sample_group(loaded, prompt, size, seed, temperature, limit, _progress), prompt)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def get_step(_scorer: CausalScorer, model_key: tuple, _group, group_key: tuple, advantages: tuple, lr: float,
-             loss_type: str, level: str, epsilon: float, beta: float, updates: int, kl_bias_correction: bool,
-             _progress=None):
-    return _scorer.run(lambda loaded: gated("grpo", loaded, lambda: grpo_step(
-        loaded, _group, list(advantages), lr, loss_type, level, epsilon, beta=beta, updates=updates,
-        kl_bias_correction=kl_bias_correction, progress=_progress)))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -170,14 +160,14 @@ url_state.reset_button()
 prompt = url_state.linked(url_state.text("grpo_prompt", DEFAULT_PROMPT, MAX_CHARS), st.text_input,
                           "Prompt: a question whose answer a rule can check", max_chars=MAX_CHARS)
 size_box, seed_box, temperature_box, limit_box = st.columns(4)
-size = url_state.linked(url_state.number("grpo_group", 8, MIN_GROUP, MAX_GROUP), size_box.slider,
+size = url_state.linked(url_state.number("grpo_group", DEFAULT_GROUP, MIN_GROUP, MAX_GROUP), size_box.slider,
                         "Answers in the group, G", MIN_GROUP, MAX_GROUP)
-seed = url_state.linked(url_state.number("grpo_seed", 0, 0, 2**31 - 1), seed_box.number_input, "Seed", 0, 2**31 - 1,
-                        help="The same seed draws the same group, for every visitor.")
-temperature = url_state.linked(url_state.number("grpo_temperature", 1.0, MIN_TEMPERATURE, MAX_TEMPERATURE),
-                               temperature_box.number_input, "Temperature", MIN_TEMPERATURE, MAX_TEMPERATURE,
-                               step=0.1)
-limit = url_state.linked(url_state.number("grpo_limit", 12, 1, MAX_NEW_TOKENS), limit_box.number_input,
+seed = url_state.linked(url_state.number("grpo_seed", DEFAULT_SEED, 0, 2**31 - 1), seed_box.number_input, "Seed", 0,
+                        2**31 - 1, help="The same seed draws the same group, for every visitor.")
+temperature = url_state.linked(
+    url_state.number("grpo_temperature", DEFAULT_TEMPERATURE, MIN_TEMPERATURE, MAX_TEMPERATURE),
+    temperature_box.number_input, "Temperature", MIN_TEMPERATURE, MAX_TEMPERATURE, step=0.1)
+limit = url_state.linked(url_state.number("grpo_limit", DEFAULT_LIMIT, 1, MAX_NEW_TOKENS), limit_box.number_input,
                          "Most new tokens", 1, MAX_NEW_TOKENS,
                          help="Each new token is one more pass of the whole group through the model.")
 rule_box, value_box = st.columns([2, 1])
@@ -190,7 +180,7 @@ value = url_state.linked(url_state.text(f"grpo_rule_{list(RULES).index(rule_name
 try:
     rule = make_rule(value)
     with panel, step_status(f"Sampling {size} answers, one token at a time…") as report:
-        scorer, group = scored_with_cpu_fallback(scorer, lambda s: get_group(
+        scorer, group = scored_with_cpu_fallback(scorer, lambda s: cached_group(
             s, s.cache_key, prompt, int(size), int(seed), float(temperature), int(limit), report))
 except (NothingToScore, ChatTemplateError, BadInput) as problem:  # in the pinned panel: on screen with the boxes
     show_problem(problem, panel)
@@ -198,7 +188,7 @@ except (NothingToScore, ChatTemplateError, BadInput) as problem:  # in the pinne
 except NotEnoughMemory as problem:
     show_problem(f"{problem} Try a smaller group or fewer tokens.", panel)
     stop_page()
-group_key = (prompt, int(size), int(seed), float(temperature), int(limit))
+settings_key = group_key(prompt, size, seed, temperature, limit)
 scores = rewards(group, rule)
 with panel:  # the group's count at once; the step's numbers beside it once the step is taken (seconds more)
     # metric_row, not st.columns(4): a quarter of the 818 px beside the open sidebar cut "4 of 95 tokens"
@@ -283,8 +273,8 @@ level = SEQUENCE if sequence_level else TOKEN
 try:
     with panel, step_status(f"{updates} update{'s' if updates > 1 else ''} on a copy of the weights…",
                             "grpo") as report:
-        scorer, step = scored_with_cpu_fallback(scorer, lambda s: get_step(
-            s, s.cache_key, group, group_key, chosen_advantages, float(lr), loss_type, level, float(epsilon),
+        scorer, step = scored_with_cpu_fallback(scorer, lambda s: cached_grpo_step(
+            s, s.cache_key, group, settings_key, chosen_advantages, float(lr), loss_type, level, float(epsilon),
             float(beta), int(updates), bool(kl_bias_correction), report))
 except BadInput as problem:
     show_problem(problem, panel)

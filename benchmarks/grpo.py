@@ -30,6 +30,10 @@ from benchmarks import in_fresh_process
 from benchmarks.gradient_step import load_average, malloc_trim, peak_above, status_mib
 from lmviz.core.trl import TRL
 from lmviz.lessons.grpo import (
+    DEFAULT_NUMBER,
+    DEFAULT_PROMPT,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
     DEFAULT_UPDATES,
     SAMPLE_STD,
     advantages,
@@ -40,8 +44,8 @@ from lmviz.lessons.grpo import (
 )
 from lmviz.models.loading import DEFAULT_MODEL, load_causal_lm
 
-PROMPT = "What is 7 + 5? Reply with just the number."  # the lesson's defaults
-SEED, TEMPERATURE, RIGHT_NUMBER = 0, 1.0, 12
+PROMPT, SEED, TEMPERATURE = DEFAULT_PROMPT, DEFAULT_SEED, DEFAULT_TEMPERATURE  # the lesson's defaults
+RIGHT_NUMBER = int(DEFAULT_NUMBER)
 DTYPE = "float32"
 GROUPS, LIMITS = (2, 4, 8, 16), (12, 32)
 

@@ -11,6 +11,8 @@ import weakref
 
 import streamlit as st
 
+from lmviz.core.text import escape_markdown
+
 
 class _Warmer:
     """Loads the bundled model once per process, in a thread of its own, so that the
@@ -22,6 +24,7 @@ class _Warmer:
         self.fraction, self.message, self.seconds, self.error = 0.0, "starting", None, None
         self.model = "the bundled model"
         self.batcher = None  # a weak reference to what was loaded
+        self.defaults_error = None  # why the training lessons' defaults could not be computed in advance
 
     def start(self) -> None:
         if os.environ.get("LMVIZ_WARM_START", "1") == "0":
@@ -63,12 +66,37 @@ class _Warmer:
             self.batcher = weakref.ref(batcher)
             self._progress(0.98, "A first forward pass…")
             batcher.analyse(REFERENCE_TEXT)  # a model's first forward pass is several times slower than the next
+            self._progress(0.99, "Computing the default results of One step of learning and RL fine-tuning…")
+            self._warm_training_defaults(batcher, default_dtype())
             self.fraction, self.message = 1.0, f"{DEFAULT_MODEL} is ready"
         except Exception as error:  # a page that needs the model will say what went wrong
             self.error = f"{type(error).__name__}: {error}"
             self.message = "could not prepare the bundled model; the pages will say why"
         finally:
             self.seconds = time.perf_counter() - start
+
+
+    def _warm_training_defaults(self, batcher, dtype: str) -> None:
+        """The two training lessons' results for their defaults, into the caches their pages read (a class that
+        opens the page together finds them ready); counted against no visitor. A failure here leaves the model
+        ready: the page computes them itself, and says why it cannot."""
+        from lmviz.app import caches
+        from lmviz.app.training import warm_defaults
+        from lmviz.serving.scorer import CausalScorer
+
+        try:
+            warm_defaults(CausalScorer(batcher.loaded, batcher, caches.process_fair_share(), "the warm start", dtype,
+                                       None))
+        except Exception as error:  # said in the sidebar's line (ready_line); the pages compute them themselves
+            self.defaults_error = f"{type(error).__name__}: {error}"
+
+    def ready_line(self) -> str:
+        """The sidebar's line once the warm start has ended."""
+        line = f"Model: {self.message}."
+        if self.defaults_error:
+            line += (" The training lessons' default results could not be computed in advance "
+                     f"({self.defaults_error}): their pages compute them when opened.")
+        return line
 
 
 warmer = _Warmer()
@@ -83,7 +111,7 @@ def warm_start() -> None:
         if warmer.seconds is None:
             _warming_status()  # redrawn every 2 s until the next full run of the page finds it done
         else:
-            st.caption(f"Model: {warmer.message}.")
+            st.caption(escape_markdown(warmer.ready_line()))
 
 
 @st.fragment(run_every=2)
@@ -92,4 +120,4 @@ def _warming_status() -> None:
         st.progress(warmer.fraction, text=f"Preparing {warmer.model} for the causal-LM pages in the background: "
                                           f"{warmer.message}")
     else:
-        st.caption(f"Model: {warmer.message}.")
+        st.caption(escape_markdown(warmer.ready_line()))

@@ -659,6 +659,11 @@ def token_logprobs(model, prompt: list[int], answer: list[int], temperature: flo
 
 # --- one step -----------------------------------------------------------------------------------------------
 
+# RL fine-tuning's defaults: the page's, and the warm start's (lmviz.app.training), which computes its group and step
+# before the first visitor asks. The reward: contains_number(DEFAULT_NUMBER).
+DEFAULT_PROMPT = "What is 7 + 5? Reply with just the number."
+DEFAULT_GROUP, DEFAULT_SEED, DEFAULT_TEMPERATURE, DEFAULT_LIMIT = 8, 0, 1.0, 12
+DEFAULT_NUMBER, DEFAULT_RATE = "12", 1e-3
 MAX_UPDATES = 4  # μ: a fourth update already takes as long as sampling the default group on a CPU
 DEFAULT_UPDATES = 3  # the page's: the first update, where the clip and the KL cannot act, and two where they do
 

@@ -54,12 +54,15 @@ def test_presentation_mode_is_kept_in_the_address_and_the_lesson_links():
 
 
 def test_opening_any_page_warms_the_bundled_model_in_the_background(monkeypatch):
-    from lmviz.app import caches
+    from lmviz.app import caches, training
     from lmviz.models.loading import DEFAULT_MODEL
     from lmviz.models.settings import default_dtype
 
     monkeypatch.setenv("LMVIZ_WARM_START", "1")  # the default, which tests/conftest.py turns off
     warm.warmer = warm._Warmer()  # as in a fresh server process (other tests opened pages before)
+    for cached in (training.cached_gradient, training.cached_sgd_steps, training.cached_group,
+                   training.cached_grpo_step):
+        cached.clear()  # what other tests computed in this process: the warm start must compute it
     assert not warm.warmer.started
     AppTest.from_file(APP, default_timeout=60).run()  # the home page: it loads no model itself
     assert warm.warmer.started
@@ -67,6 +70,18 @@ def test_opening_any_page_warms_the_bundled_model_in_the_background(monkeypatch)
     assert warm.warmer.error is None and warm.warmer.message == f"{DEFAULT_MODEL} is ready"
     # the pages' loader (Your sentence's defaults, Batches) finds the very object the warm start made
     assert caches.get_batcher(DEFAULT_MODEL, "auto", default_dtype(), None) is warm.warmer.batcher()
+    # and the two training pages, opened on their defaults, find their results computed: they compute nothing
+    assert warm.warmer.defaults_error is None
+    computed = []
+    for name in ("logit_gradient", "sgd_steps"):
+        monkeypatch.setattr(training, name, lambda *args, name=name, **kwargs: computed.append(name))
+    for name in ("sample_group", "grpo_step"):
+        monkeypatch.setattr(training.grpo, name, lambda *args, name=name, **kwargs: computed.append(name))
+    for page in ("app_pages/gradient_step.py", "app_pages/grpo.py"):
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.run()
+        at.switch_page(page).run()
+        assert not at.exception and computed == [], (page, computed)
 
 
 def test_a_first_visit_says_the_model_is_being_prepared_only_while_it_is(monkeypatch):
