@@ -833,7 +833,9 @@ def _answer_form(asked: Asked, token: str, mine: str | None) -> None:
     question, key = asked.question, f"live-given-{asked.id}"
     if mine is not None and key not in st.session_state:  # a reload shows what this phone sent
         st.session_state[key] = mine if question.choices else _shown(asked, mine)
-    with st.form(f"live-answer-{asked.id}"):
+    # the container's key names the question in the page (CSS class st-key-live-asked-ID): a second vote's form is
+    # another element than the first's, whatever the browser still shows of the one before
+    with st.container(key=f"live-asked-{asked.id}"), st.form(f"live-answer-{asked.id}"):
         if question.choices:
             st.radio("Your answer", question.choices, index=None, key=key, format_func=escape_markdown)
         else:

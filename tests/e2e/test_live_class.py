@@ -43,10 +43,10 @@ def answered(tab) -> str:
 
 
 def send(phone, given: str, question_id: int) -> None:
-    """An answer typed (or picked) in the form of the question asked (its key names the question: a second vote's
-    form replaces the first's, and a box filled just before the poll drew the new form would be lost with the old
-    one), left a poll's time before Send, as a student takes theirs."""
-    form = phone.locator(f".st-key-live-answer-{question_id}")
+    """An answer typed (or picked) in the form of the question asked (its container's key names the question: a
+    second vote's form replaces the first's, and a box filled just before the poll drew the new form would be lost
+    with the old one), left a poll's time before Send, as a student takes theirs."""
+    form = phone.locator(f".st-key-live-asked-{question_id}")
     expect(form).to_be_visible(timeout=POLL_MS)
     box = form.get_by_label("Your answer (a number)")
     if box.count():
