@@ -208,16 +208,20 @@ def cached_functions(tree: ast.Module) -> list[ast.FunctionDef]:
 
 
 def test_causal_lm_pages_reach_their_model_only_through_a_causal_scorer():
-    """Each causal-LM page's cached computations take the scorer and its cache key (so each one is admitted by
-    the fair share, told as a sentence when memory runs out, and keyed on the model), and no page reaches
-    behind it to the batcher, the scoring functions, the fair share or the cached models."""
+    """Each causal-LM page's cached computations (its own, or the training lessons' in lmviz.app.training, which
+    the warm start fills too) take the scorer and its cache key (so each one is admitted by the fair share, told
+    as a sentence when memory runs out, and keyed on the model), and no page reaches behind it to the batcher, the
+    scoring functions, the fair share or the cached models."""
     from lmviz.course.registry import PATH
 
     causal = [lesson for lesson in PATH if lesson.model == "causal"]
     assert len(causal) >= 4
+    shared = cached_functions(ast.parse((ROOT / "lmviz" / "app" / "training.py").read_text()))
+    assert len(shared) >= 5
     for lesson in causal:
         tree = ast.parse((ROOT / lesson.page).read_text())
-        cached = cached_functions(tree)
+        cached = cached_functions(tree) + (shared if "lmviz.app.training" in imports_of(ROOT / lesson.page,
+                                                                                         set(MODULES)) else [])
         assert cached, lesson.stem
         for function in cached:
             first, second = (arg.arg for arg in function.args.args[:2])
