@@ -34,17 +34,9 @@ import streamlit as st
 import torch
 
 from benchmarks.gradient_step import LR, load_average, malloc_trim, reset_peak, status_mib, text_of_length, warm
-from benchmarks.grpo import PROMPT, RIGHT_NUMBER, TEMPERATURE
+from benchmarks.grpo import PROMPT, TEMPERATURE
 from lmviz.lessons.gradient_step import return_freed_memory, sgd_steps
-from lmviz.lessons.grpo import (
-    DEFAULT_UPDATES,
-    SAMPLE_STD,
-    advantages,
-    contains_number,
-    grpo_step,
-    rewards,
-    sample_group,
-)
+from lmviz.lessons.grpo import DEFAULT_UPDATES, default_advantages, grpo_step, sample_group
 from lmviz.models.loading import DEFAULT_MODEL, load_causal_lm
 from lmviz.serving.steps import MOST_AT_ONCE, StepGate, step_memory
 
@@ -144,9 +136,8 @@ def grpo_class(loaded, needs: int, sizes: list[int]) -> None:
 
         def ask(number: int, gate=gate):
             group = sample_group(loaded, PROMPT, 8, 100 + number, TEMPERATURE, 12)
-            rewarded = advantages(rewards(group, contains_number(RIGHT_NUMBER)), SAMPLE_STD).advantages
             with gate.step("grpo", needs):
-                grpo_step(loaded, group, rewarded, LR, updates=DEFAULT_UPDATES)
+                grpo_step(loaded, group, default_advantages(group), LR, updates=DEFAULT_UPDATES)
             return_freed_memory()
         row = run_class(size, ask)
         print(f"| {size} | {row['p50']:.2f} | {row['p95']:.2f} | {row['busy']:.2f} | {row['peak']:.0f} |")

@@ -64,12 +64,6 @@ def group_key(prompt: str, size: int, seed: int, temperature: float, limit: int)
     return prompt, int(size), int(seed), float(temperature), int(limit)
 
 
-def default_advantages(group) -> tuple:
-    """The page's default advantages: the default rule's rewards, over the sample std as TRL divides."""
-    scores = grpo.rewards(group, grpo.contains_number(grpo.DEFAULT_NUMBER))
-    return tuple(grpo.advantages(scores, grpo.SAMPLE_STD).advantages)
-
-
 def warm_defaults(scorer: CausalScorer) -> None:
     """Each training page's result for its defaults, computed into the caches the pages read: One step of
     learning's gradient and steps, RL fine-tuning's group and its step."""
@@ -80,6 +74,6 @@ def warm_defaults(scorer: CausalScorer) -> None:
     settings = (grpo.DEFAULT_PROMPT, grpo.DEFAULT_GROUP, grpo.DEFAULT_SEED, grpo.DEFAULT_TEMPERATURE,
                 grpo.DEFAULT_LIMIT)
     group = cached_group(scorer, key, *settings)
-    cached_grpo_step(scorer, key, group, group_key(*settings), default_advantages(group), grpo.DEFAULT_RATE,
+    cached_grpo_step(scorer, key, group, group_key(*settings), tuple(grpo.default_advantages(group)), grpo.DEFAULT_RATE,
                      TRL.loss_type, grpo.TOKEN, grpo.DEFAULT_EPSILON, grpo.DEFAULT_BETA, grpo.DEFAULT_UPDATES,
                      TRL.use_bias_correction_kl)

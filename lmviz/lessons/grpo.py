@@ -621,6 +621,12 @@ def rewards(group: Group, rule: RewardRule) -> list[float]:
     return [rule.score(answer) for answer in group.answers]
 
 
+def default_advantages(group: Group) -> list[float]:
+    """The lesson's default advantages of a group: the default rule's rewards (contains_number(DEFAULT_NUMBER)),
+    over the sample std as TRL divides."""
+    return advantages(rewards(group, contains_number(DEFAULT_NUMBER)), SAMPLE_STD).advantages
+
+
 # --- with a model: log π of each answer token --------------------------------------------------------------
 
 def group_logprobs(model, prompt: list[int], answers: list[list[int]],
