@@ -10,6 +10,7 @@
         [--reward number:12|word:Paris|tokens:5] [--scale "sample std"|"population std"|mean] [--lr 1e-3]
         [--loss-type grpo|bnpo|dr_grpo|dapo|luspo] [--level token|sequence] [--epsilon 0.2] [--epsilon-high E]
         [--beta 0.04] [--updates MU] [--kl-ratio|--no-kl-ratio] [--model ID] [--json]
+    python -m lmviz bpb "TEXT" [--model ID ...] [--end] [--window N --stride S] [--json]
     python -m lmviz prepare [MODEL ...] [--only] [--list]
 
 ``next``: the model's distribution for the token after PREFIX (top K, everything else, greedy;
@@ -23,6 +24,11 @@ step), or with --optimizer adamw AdamW's first step on the output matrix. The sh
 three ways; the GRPO loss at the first update under each loss type; MU SGD updates on the same group on a copy of
 the weights (each one's loss, ‖g‖, clipped count and mean KL), and after the last the clip fraction, the mean KL
 and each answer's Σ log π before and after.
+``bpb``: TEXT's bits per byte: each predicted token's bytes (read from its piece, and counted after decoding it),
+its -ln p in nats and bits, and the sums under lm-evaluation-harness's convention and nanochat's; with --end, the
+end-of-text token after the text; with several --model, one line per model; with --window, the text scored in
+lm-evaluation-harness's rolling windows, in the strided windows of Hugging Face's perplexity guide (--stride) and
+in one pass, each token's context length and -ln p in each.
 ``prepare``: before class, while online, download the models the pages offer (and MODEL ...), check
 that each loads offline, and print where each is and its size; ``--list`` prints what loads offline now.
 Bad input prints one sentence on stderr and exits with code 2.
@@ -41,6 +47,7 @@ from lmviz.core.text import readable_token
 from lmviz.core.trl import TRL
 from lmviz.errors import ModelLoadError, NotEnoughMemory, NothingToScore
 from lmviz.lessons.bert import analyse_mlm, analyse_nsp
+from lmviz.lessons.bits_per_byte import DEFAULT_STRIDE, BadWindow, bits_per_byte, guide_average, rankings, windowed
 from lmviz.lessons.chat_loss import ChatTemplateError, analyse_sft
 from lmviz.lessons.gradient_step import (
     MAX_LEARNING_RATE,
@@ -480,6 +487,75 @@ def _grpo_output(rule, group, scores, scaled, step, args) -> str:
 _DTYPE_HELP = "default: float32, or bfloat16 when $LMVIZ_LOW_MEMORY is set (here: {})"
 
 
+def _per_byte_lines(result) -> list[str]:
+    lines = [f"{'convention':<42} {'tokens':>6} {'Σ nats':>11} {'bytes':>6} {'bytes/token':>11} {'bits/byte':>10} "
+             f"{'byte ppl':>9}"]
+    for sums in (result.harness, result.nanochat, result.decoded):
+        if sums is not None:
+            lines.append(f"{sums.convention:<42} {sums.tokens:>6} {fmt(sums.nats):>11} {sums.bytes:>6} "
+                         f"{sums.bytes_per_token:>11.4f} {fmt(sums.bits_per_byte):>10} "
+                         f"{fmt(sums.byte_perplexity, PERPLEXITY_DIGITS):>9}")
+    return lines
+
+
+def _bpb_table(result) -> list[str]:
+    lines = [f"model: {result.model}   prefix: {result.prefix}   window: {result.window} ({result.windows} "
+             f"window{'s' if result.windows > 1 else ''})",
+             f"{'pos':>4}  {'token':<16} {'bytes (hex)':<24} {'bytes':>5} {'decoded':>7} {'context':>7} "
+             f"{'-ln p':>9} {'bits':>9}"]
+    for row in result.rows:
+        raw = "(special)" if row.special else ("-" if row.raw is None else row.raw)
+        lines.append(f"{row.position:>4}  {row.token[:16]:<16} {raw[:24]:<24} "
+                     f"{'-' if row.byte_count is None else row.byte_count:>5} {row.decoded_byte_count:>7} "
+                     f"{row.context:>7} {fmt(row.nll):>9} {fmt(row.bits):>9}")
+    lines += _per_byte_lines(result)
+    lines.append(f"words (re.split(r'\\s+', text)): {result.harness.words}   word perplexity: "
+                 f"{fmt(result.harness.word_perplexity, PERPLEXITY_DIGITS)}")
+    if result.nanochat is None:
+        lines.append("This tokenizer's tokens are not the text's bytes: only the document's bytes are defined.")
+    return lines
+
+
+def _windowed_lines(scored) -> list[str]:
+    ways = [w for w in (scored.harness, scored.strided, scored.whole) if w is not None]
+    lines = [f"windows of {scored.window} tokens, stride {scored.stride} (the guide's)",
+             f"{'pos':>4}  {'token':<16} " + " ".join(f"{w.name[:21]:>21}" for w in ways),
+             f"{'':>4}  {'':<16} " + " ".join(f"{'context':>8} {'-ln p':>12}" for _ in ways)]
+    for t in range(1, len(scored.tokens)):
+        cells = [f"{'-' if w.context[t] is None else w.context[t]:>8} "
+                 f"{'not scored' if w.nll[t] is None else fmt(w.nll[t]):>12}" for w in ways]
+        lines.append(f"{t:>4}  {scored.tokens[t][:16]:<16} " + " ".join(cells))
+    for w in ways:
+        lines.append(f"{w.name:<22} windows {len(w.windows):>3}  scored {w.scored:>5}  Σ nats {fmt(w.nats):>11}  "
+                     f"mean {fmt(w.mean)}  lost context {len(w.lost_context()):>4}  never scored "
+                     f"{len(w.never_scored())}")
+    lines.append("the guide's own average (its window means weighted by labels − 1): "
+                 f"{fmt(guide_average(scored.strided))}")
+    return lines
+
+
+def _bpb_output(args) -> str:
+    results, scored = [], None
+    for name in args.model or [DEFAULT_MODEL]:
+        loaded = load_causal_lm(name, device=args.device, dtype=args.dtype, progress=_progress)
+        results.append(bits_per_byte(loaded, args.text, end_token=args.end))
+        if args.window is not None and scored is None:
+            scored = windowed(loaded, args.text, args.window, args.stride)
+    if args.json:
+        data = {"models": [r.to_dict() for r in results], "windows": scored and scored.to_dict()}
+        if len(results) > 1:
+            data["best_by_token"], data["best_by_byte"] = rankings(results)
+        return json.dumps(_finite(data), ensure_ascii=False, indent=2)
+    lines = [line for result in results for line in (*_bpb_table(result), "")]
+    if len(results) > 1:
+        by_token, by_byte = rankings(results)
+        lines += [f"best to worst by loss per token: {', '.join(by_token)}",
+                  f"best to worst by bits per byte:  {', '.join(by_byte)}", ""]
+    if scored is not None:
+        lines += _windowed_lines(scored)
+    return "\n".join(lines).rstrip()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lmviz", description="How a language model's loss is computed.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -560,13 +636,24 @@ def _parser() -> argparse.ArgumentParser:
                       help="the clip's upper ε, as DAPO's clip-higher (default: --epsilon)")
     grpo.add_argument("--beta", type=float, default=DEFAULT_BETA,
                       help=f"the KL term's weight β (default: {DEFAULT_BETA:g})")
+    bpb = commands.add_parser("bpb", help="a text's bits per byte, two conventions, the decoding bug, several models, "
+                              "and windows")
+    bpb.add_argument("text")
+    bpb.add_argument("--model", action="append", default=None, metavar="ID",
+                     help=f"hub id or local folder; repeat it to compare models (default: the bundled {DEFAULT_MODEL})")
+    bpb.add_argument("--dtype", default=None, choices=list(DTYPES), help=_DTYPE_HELP.format(default_dtype()))
+    bpb.add_argument("--end", action="store_true", help="put the end-of-text token after the text")
+    bpb.add_argument("--window", type=_positive_int, default=None, metavar="N",
+                     help="also score the text in windows of N tokens, three ways (the first --model's)")
+    bpb.add_argument("--stride", type=_positive_int, default=DEFAULT_STRIDE, metavar="S",
+                     help=f"the perplexity guide's stride, at most N (default: {DEFAULT_STRIDE})")
     for command in (clm, nxt, sft, step, grpo):
         if command is not clm:
             command.add_argument("--model", default=DEFAULT_MODEL,
                                  help=f"hub id or local folder (default: the bundled {DEFAULT_MODEL})")
             command.add_argument("--dtype", default=None, choices=list(DTYPES),
                                  help=_DTYPE_HELP.format(default_dtype()))
-    for command in (clm, mlm, nsp, nxt, sft, step, grpo):
+    for command in (clm, mlm, nsp, nxt, sft, step, grpo, bpb):
         command.add_argument("--json", action="store_true", help="print JSON instead of a table")
         command.add_argument("--device", default="auto", help="auto (GPU when present), cpu, cuda, mps")
     prepare = commands.add_parser("prepare", help="before class, while online: download and check the models")
@@ -577,6 +664,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args):
+    if args.command == "bpb":
+        return _bpb_output(args)
     if args.command in ("next", "sft", "step", "grpo"):
         if args.command == "step":
             _check_step(args)
@@ -612,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
         return offline.list_cached() if args.list else offline.run(args.models, only=args.only)
     try:
         print(_run(args))
-    except (ModelLoadError, NothingToScore, BadInput, ChatTemplateError) as problem:
+    except (ModelLoadError, NothingToScore, BadInput, BadWindow, ChatTemplateError) as problem:
         print(f"lmviz: {problem}", file=sys.stderr)
         return 2
     except NotEnoughMemory as problem:

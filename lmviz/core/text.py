@@ -71,6 +71,37 @@ def byte_piece(token: str) -> bytes | None:
     return None if match is None else bytes.fromhex(match[1] or match[2])
 
 
+def token_bytes(tokenizer, token_id: int) -> bytes | None:
+    """The bytes of text a token stands for, read from its piece in the vocabulary, never by decoding it (a token
+    that holds part of a character decodes to U+FFFD, whose own three bytes are not the text's): byte-level BPE's
+    printable characters mapped back to their bytes, SentencePiece's byte fallback <0xNN> as that byte. b"" for a
+    special token, which stands for no text. None for a piece of neither kind; a WordPiece piece such as "cat"
+    is read as its letters, which ``reads_bytes`` then finds do not give the text back."""
+    if token_id in tokenizer.all_special_ids:
+        return b""
+    piece = tokenizer.convert_ids_to_tokens(token_id) or ""
+    alphabet = _byte_level_alphabet()
+    if piece and all(ch in alphabet for ch in piece):
+        return bytes(alphabet[ch] for ch in piece)
+    fallback = re.fullmatch(r"<0x([0-9A-F]{2})>", piece)
+    return None if fallback is None else bytes.fromhex(fallback[1])
+
+
+# Spaces, a line break, a letter with an accent, two CJK characters and an emoji: a tokenizer whose pieces give
+# these bytes back is byte-level for any text.
+_BYTES_PROBE = "a b\n é 東京 🍕"
+
+
+def reads_bytes(tokenizer, text: str = _BYTES_PROBE) -> bool:
+    """Whether ``tokenizer``'s tokens of ``text`` are the text's UTF-8 bytes cut into pieces: their token_bytes,
+    joined, give back exactly ``text.encode("utf-8")``. True for byte-level BPE (GPT-2, SmolLM2, Llama 3); False
+    for WordPiece (lmviz's tiny models, BERT), whose normaliser lowercases text and whose pieces drop the spaces,
+    and for SentencePiece, which adds a space before the text."""
+    ids = tokenizer(valid_text(text), add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    pieces = [token_bytes(tokenizer, i) for i in ids]
+    return None not in pieces and b"".join(pieces) == valid_text(text).encode("utf-8")
+
+
 def utf8_length(lead: int) -> int | None:
     """How many bytes UTF-8 writes the character that begins with byte ``lead`` in: 1 to 4, or None for a byte that
     cannot begin one (80 to BF continue a character; C0, C1 and F5 to FF are never used)."""

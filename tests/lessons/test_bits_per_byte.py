@@ -1,0 +1,300 @@
+"""lmviz.lessons.bits_per_byte against independent references: the identity bpb = (nats/token) / (ln 2 × bytes/token)
+by hand, the toy example's numbers, the bytes of a text, the model's own loss, nanochat's evaluate_bpb and
+lm-evaluation-harness's rolling windows and the perplexity guide's strided loop, each written here from its
+documented procedure."""
+
+import json
+import math
+import re
+
+import pytest
+import torch
+from tokenizers import ByteLevelBPETokenizer
+from transformers import PreTrainedTokenizerFast
+from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+from lmviz.__main__ import main
+from lmviz.core.text import token_bytes
+from lmviz.errors import NothingToScore
+from lmviz.lessons.bits_per_byte import (
+    BadWindow,
+    bits_per_byte,
+    decoded_bytes,
+    guide_average,
+    harness_prefix_id,
+    harness_windows,
+    harness_words,
+    rankings,
+    reads_bytes,
+    strided_windows,
+    toy_per_byte,
+    windowed,
+)
+
+# Scripts whose characters UTF-8 writes in 1 to 4 bytes, emoji with joiners and skin tones, and combining marks
+SCRIPTS = [
+    "The capital of France is Paris.",
+    "Ça coûte 5 € — naïve café, façade.",
+    "Москва — столица России.",
+    "東京は日本の首都です。北京是中国的首都。",
+    "서울은 한국의 수도입니다.",
+    "القاهرة هي عاصمة مصر.",
+    "नई दिल्ली भारत की राजधानी है।",
+    "🍕🍕 👩‍👩‍👧‍👦 👍🏽 🇫🇷 — emoji with joiners, tones and flags",
+    "e\u0301 and é, Å and Å; tabs\tand\nline breaks\r\n",
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝟙𝟚𝟛 and 𓀀 outside the basic plane",
+]
+TEXT = "Bits per byte: 東京 is Tokyo, and 🍕 is pizza.\n"
+PARAGRAPH = ("The library opens at nine in the morning and closes at six in the evening. Visitors can borrow up to "
+             "five books at a time, and most books may be kept for three weeks.")
+
+
+@pytest.fixture(scope="module")
+def trained_byte_level():
+    """A second byte-level BPE tokenizer, trained here on a few lines (its merges differ from SmolLM2's)."""
+    backend = ByteLevelBPETokenizer()
+    backend.train_from_iterator(SCRIPTS[:3] * 20, vocab_size=300, min_frequency=2, special_tokens=["<|endoftext|>"])
+    return PreTrainedTokenizerFast(tokenizer_object=backend._tokenizer, bos_token="<|endoftext|>",
+                                   eos_token="<|endoftext|>")
+
+
+def test_the_toy_example_by_hand():
+    toy = toy_per_byte()
+    nats = -sum(math.log(p) for p in (0.50, 0.30, 0.33, 0.45, 0.60))  # the article's table, at each true word
+    assert toy.tokens == 5 and toy.bytes == len(b"I love dogs not cats") == 20
+    assert toy.nats == pytest.approx(4.315116, abs=5e-7) == pytest.approx(nats)
+    assert toy.bits_per_byte == pytest.approx(0.311270, abs=5e-7)
+    assert toy.byte_perplexity == pytest.approx(1.240799, abs=5e-7)
+    # the identity, written out: (nats per token) / (ln 2 × bytes per token)
+    assert toy.bits_per_byte == pytest.approx((nats / 5) / (math.log(2) * (20 / 5)))
+    assert toy.word_perplexity == pytest.approx(math.exp(nats / 5))  # five words: the toy's perplexity
+
+
+@pytest.mark.parametrize("text", SCRIPTS)
+def test_a_byte_level_tokenizers_token_bytes_are_the_texts_bytes(bundled, trained_byte_level, text):
+    for tokenizer in (bundled.tokenizer, trained_byte_level):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        pieces = [token_bytes(tokenizer, i) for i in ids]
+        assert b"".join(pieces) == text.encode("utf-8")
+        assert sum(len(p) for p in pieces) == len(text.encode("utf-8"))
+        assert reads_bytes(tokenizer) and reads_bytes(tokenizer, text)
+
+
+def test_a_special_token_has_no_bytes_and_wordpiece_is_not_byte_level(bundled, tiny_loaded):
+    assert token_bytes(bundled.tokenizer, bundled.tokenizer.eos_token_id) == b""
+    assert not reads_bytes(tiny_loaded.tokenizer)  # a word-level vocabulary drops the spaces between words
+
+
+def test_decoding_a_byte_piece_counts_the_replacement_characters_bytes(bundled):
+    tokenizer = bundled.tokenizer
+    ids = tokenizer(" 🍕", add_special_tokens=False)["input_ids"]
+    assert len(ids) > 1  # cut between tokens: each piece decodes to U+FFFD
+    for i in ids:
+        assert tokenizer.decode([i]).endswith("\ufffd")
+        assert decoded_bytes(tokenizer, i) == len(tokenizer.decode([i]).encode("utf-8"))
+    assert sum(decoded_bytes(tokenizer, i) for i in ids) > len(" 🍕".encode("utf-8"))
+
+
+def test_harness_counts_words_with_its_trailing_newline_quirk():
+    assert harness_words("a b") == 2
+    assert harness_words("a b\n") == 3 == len(re.split(r"\s+", "a b\n"))  # an empty last piece
+    assert harness_words("  a") == 2
+
+
+def test_bits_per_byte_against_the_models_own_loss_and_the_text(bundled):
+    result = bits_per_byte(bundled, TEXT)
+    tokenizer = bundled.tokenizer
+    ids = [harness_prefix_id(tokenizer), *tokenizer(TEXT, add_special_tokens=False)["input_ids"]]
+    assert result.prefix_id == ids[0] == tokenizer.bos_token_id  # the tokenizer's BOS, as lm-evaluation-harness
+    with torch.no_grad():
+        loss = bundled.model(input_ids=torch.tensor([ids]), labels=torch.tensor([ids])).loss.item()
+    harness = result.harness
+    assert harness.tokens == len(ids) - 1 == len(result.rows)
+    assert harness.nats == pytest.approx(loss * harness.tokens, rel=1e-5)
+    assert harness.bytes == result.text_bytes == len(TEXT.encode("utf-8"))
+    assert harness.words == len(re.split(r"\s+", TEXT))
+    assert harness.bits_per_byte == pytest.approx(harness.nats / harness.bytes / math.log(2))
+    assert harness.bits_per_byte == pytest.approx(harness.nats_per_token / (math.log(2) * harness.bytes_per_token))
+    assert harness.byte_perplexity == pytest.approx(math.exp(harness.nats / harness.bytes))
+    assert harness.word_perplexity == pytest.approx(math.exp(harness.nats / harness.words))
+    assert [r.context for r in result.rows] == list(range(1, len(ids)))  # one pass: every token sees all before it
+    assert result.reads_bytes and result.keeps_text
+
+
+def evaluate_bpb(nll: torch.Tensor, targets: torch.Tensor, token_bytes_table: torch.Tensor) -> float:
+    """nanochat's evaluate_bpb (nanochat/loss_eval.py), for one row: a target's bytes from the table, a target of
+    0 bytes left out of the nats."""
+    num_bytes = token_bytes_table[targets]
+    total_nats, total_bytes = (nll * (num_bytes > 0)).sum().item(), num_bytes.sum().item()
+    return total_nats / (math.log(2) * total_bytes)
+
+
+def test_nanochat_leaves_the_end_token_out_of_both_sums(bundled):
+    result = bits_per_byte(bundled, TEXT, end_token=True)
+    tokenizer = bundled.tokenizer
+    assert result.rows[-1].special and result.rows[-1].byte_count == 0 and result.end is not None
+    byte_of = {ch: b for b, ch in bytes_to_unicode().items()}  # GPT-2's byte-level alphabet, inverted
+    table = torch.zeros(len(tokenizer), dtype=torch.int64)  # nanochat's token_bytes: 0 for a special token
+    for i in range(len(tokenizer)):
+        if i not in tokenizer.all_special_ids:
+            table[i] = len(bytes(byte_of[ch] for ch in tokenizer.convert_ids_to_tokens(i)))
+    nll = torch.tensor([r.nll for r in result.rows], dtype=torch.float64)
+    targets = torch.tensor([r.token_id for r in result.rows])
+    assert result.nanochat.bits_per_byte == pytest.approx(evaluate_bpb(nll, targets, table), rel=1e-12)
+    assert result.nanochat.tokens == len(result.rows) - 1
+    assert result.nanochat.nats == pytest.approx(sum(r.nll for r in result.rows[:-1]))
+    # lm-evaluation-harness scores the text alone: the same as without the end token
+    plain = bits_per_byte(bundled, TEXT)
+    assert result.harness.nats == pytest.approx(plain.harness.nats, rel=1e-6)
+    assert result.harness.bytes == plain.harness.bytes
+
+
+def test_the_decoding_bug_flatters_the_model_on_emoji_and_cjk(bundled):
+    result = bits_per_byte(bundled, TEXT)
+    tokenizer = bundled.tokenizer
+    wrong_bytes = sum(len(tokenizer.decode([r.token_id]).encode("utf-8")) for r in result.rows)
+    assert result.decoded.bytes == wrong_bytes > result.nanochat.bytes == len(TEXT.encode("utf-8"))
+    assert result.decoded.bits_per_byte < result.nanochat.bits_per_byte
+    assert result.decoded.bits_per_byte == pytest.approx(result.nanochat.nats / (math.log(2) * wrong_bytes))
+    plain = bits_per_byte(bundled, "The capital of France is Paris.")  # no byte piece: both counts agree
+    assert plain.decoded.bytes == plain.nanochat.bytes
+
+
+def test_a_tokenizer_that_is_not_byte_level_has_only_the_documents_bytes(tiny_loaded):
+    result = bits_per_byte(tiny_loaded, "the cat sat on a mat")
+    assert not result.reads_bytes and result.nanochat is None and result.decoded is None
+    assert result.harness.bytes == len(b"the cat sat on a mat")
+    assert all(r.raw is None and r.byte_count is None for r in result.rows)
+
+
+def get_rolling_token_windows(token_list, prefix_token, max_seq_len, context_len):
+    """lm-evaluation-harness's rolling windows (lm_eval/utils.py), as its documentation describes them: the first
+    window predicts its first max_seq_len tokens from the prefix token on; each later one predicts the next
+    max_seq_len - context_len + 1 tokens, its input the max_seq_len tokens that end just before its last."""
+    pred_len = max_seq_len - context_len + 1
+    first = min(max_seq_len, len(token_list))
+    yield [prefix_token] + token_list[:first - 1], token_list[:first]
+    predicted = first
+    while predicted < len(token_list):
+        count = min(len(token_list) - predicted, pred_len)
+        end = predicted + count
+        yield token_list[max(0, end - max_seq_len - 1):end - 1], token_list[end - count:end]
+        predicted += count
+
+
+def make_disjoint_window(pair):
+    a, b = pair
+    return a[:len(a) - (len(b) - 1)], b
+
+
+def harness_reference(loaded, text: str, window: int) -> list[float]:
+    """-ln p of each token of ``text`` as lm-evaluation-harness's loglikelihood_rolling scores it: each disjoint
+    window's continuation given its context, from one forward pass of (context + continuation)[:-1]."""
+    tokens = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+    nll = []
+    for context, continuation in map(make_disjoint_window, get_rolling_token_windows(
+            tokens, harness_prefix_id(loaded.tokenizer), window, 1)):
+        ids = torch.tensor([(context + continuation)[:-1]])
+        with torch.no_grad():
+            log_p = torch.log_softmax(loaded.model(input_ids=ids).logits[0].float(), -1)
+        scored = log_p[-len(continuation):]
+        nll += (-scored.gather(1, torch.tensor(continuation)[:, None])[:, 0]).tolist()
+    return nll
+
+
+def guide_reference(loaded, ids: list[int], max_length: int, stride: int) -> tuple[list[float], float, list[int]]:
+    """The loop of Hugging Face's perplexity guide, on ``ids``: each window's outputs.loss, its avg_nll, and the
+    number of labels each window's loss is the mean of."""
+    encodings = torch.tensor([ids])
+    seq_len = encodings.size(1)
+    losses, counts, nll_sum, n_tokens, prev_end_loc = [], [], 0.0, 0, 0
+    for begin_loc in range(0, seq_len, stride):
+        end_loc = min(begin_loc + max_length, seq_len)
+        trg_len = end_loc - prev_end_loc
+        input_ids = encodings[:, begin_loc:end_loc]
+        target_ids = input_ids.clone()
+        target_ids[:, :-trg_len] = -100
+        with torch.no_grad():
+            neg_log_likelihood = loaded.model(input_ids, labels=target_ids).loss
+        losses.append(neg_log_likelihood.item())
+        counts.append(int((target_ids[0, 1:] != -100).sum()))  # the labels the model's shift keeps
+        num_loss_tokens = (target_ids != -100).sum().item() - target_ids.size(0)
+        nll_sum += neg_log_likelihood * num_loss_tokens
+        n_tokens += num_loss_tokens
+        prev_end_loc = end_loc
+        if end_loc == seq_len:
+            break
+    return losses, (nll_sum / n_tokens).item(), counts
+
+
+@pytest.mark.parametrize("window", [1, 2, 5, 8, 200])
+def test_harness_windows_score_every_token_once(window):
+    for length in (2, 3, 9, 10, 17, 40):
+        windows = harness_windows(length, window)
+        scored = [t for w in windows for t in range(w.first, w.end)]
+        assert scored == list(range(1, length))  # each token after the prefix, once, in order
+        assert all(w.reads <= window and w.start >= 0 and w.first > w.start for w in windows)
+        assert all(w.reads == window for w in windows[1:])  # the last reaches back to a full window
+
+
+@pytest.mark.parametrize("window, stride", [(2, 1), (5, 2), (8, 3), (8, 7), (8, 8)])
+def test_the_guides_windows_score_each_token_once_except_at_a_stride_of_the_window(window, stride):
+    for length in (2, 9, 10, 17, 40):
+        windows = strided_windows(length, window, stride)
+        scored = [t for w in windows for t in range(w.first, w.end)]
+        assert len(scored) == len(set(scored)) and all(w.reads <= window - 1 for w in windows)
+        skipped = sorted(set(range(1, length)) - set(scored))
+        # with no overlap, each window's first token is only ever an input
+        assert skipped == ([w.start for w in windows[1:]] if stride == window else [])
+
+
+def test_windows_equal_the_references_procedures_token_for_token(bundled):
+    window, stride = 8, 3
+    result = windowed(bundled, PARAGRAPH, window, stride)
+    assert result.harness.nll[1:] == pytest.approx(harness_reference(bundled, PARAGRAPH, window), abs=2e-4)
+    ids = [harness_prefix_id(bundled.tokenizer), *bundled.tokenizer(PARAGRAPH, add_special_tokens=False)["input_ids"]]
+    losses, avg_nll, counts = guide_reference(bundled, ids, window, stride)
+    strided = result.strided
+    assert len(losses) == len(strided.windows)
+    for w, loss, count in zip(strided.windows, losses, counts):
+        mine = [strided.nll[t] for t in range(w.first, w.end)]
+        assert len(mine) == count and sum(mine) / count == pytest.approx(loss, abs=2e-5)
+    assert guide_average(strided) == pytest.approx(avg_nll, abs=2e-5)
+    assert guide_average(strided) != pytest.approx(strided.mean, abs=1e-6)  # the guide weighs later windows light
+    with torch.no_grad():
+        one_pass = bundled.model(input_ids=torch.tensor([ids]), labels=torch.tensor([ids])).loss.item()
+    assert result.whole.mean == pytest.approx(one_pass, abs=2e-5)
+    assert result.whole.lost_context() == [] and result.whole.never_scored() == []
+    # context: the harness's first window sees everything before; later ones start again from one token
+    assert result.harness.context[1:window + 1] == list(range(1, window + 1))
+    assert result.harness.context[window + 1] == 1
+    assert max(c for c in strided.context if c is not None) == window - 1
+    assert len(result.harness.lost_context()) > 0 and len(strided.lost_context()) > 0
+
+
+def test_bad_windows_and_texts_get_a_sentence(bundled):
+    for window, stride in ((1, 1), (8, 9), (8, 0), (10**6, 1)):
+        with pytest.raises(BadWindow):
+            windowed(bundled, PARAGRAPH, window, stride)
+    for text in ("", "   \n"):
+        with pytest.raises(NothingToScore):
+            bits_per_byte(bundled, text)
+
+
+def test_the_ranking_by_token_and_by_byte(bundled, tiny_loaded):
+    results = [bits_per_byte(bundled, "the cat sat on a mat"), bits_per_byte(tiny_loaded, "the cat sat on a mat")]
+    by_token, by_byte = rankings(results)
+    assert set(by_token) == set(by_byte) == {bundled.name, tiny_loaded.name}
+    assert by_byte[0] == min(results, key=lambda r: r.harness.nats / r.harness.bytes).model
+
+
+def test_the_cli_prints_the_pages_numbers(bundled, capsys):
+    assert main(["bpb", TEXT, "--window", "8", "--stride", "3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    expected = bits_per_byte(bundled, TEXT)
+    (model,) = data["models"]
+    assert model["harness"]["bits_per_byte"] == pytest.approx(expected.harness.bits_per_byte, rel=1e-6)
+    assert model["decoded"]["bytes"] == expected.decoded.bytes
+    assert data["windows"]["strided"]["nll"][1:] == pytest.approx(windowed(bundled, TEXT, 8, 3).strided.nll[1:])
+    assert main(["bpb", TEXT, "--window", "8", "--stride", "9"]) == 2
+    assert "stride" in capsys.readouterr().err
