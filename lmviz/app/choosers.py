@@ -230,6 +230,21 @@ def choose_causal_lm() -> CausalScorer:
     return _shared(causal_lm_or_fallback(name, device, dtype, token), dtype, token)
 
 
+def comparable_causal_lms(chosen: str) -> list[str]:
+    """The causal LMs a page can score the same text with beside ``chosen``, each offline: the bundled model,
+    lmviz's tiny GPT, and every causal LM `python -m lmviz prepare` cached here; only those this deployment
+    offers."""
+    allowed = allowed_models()
+    names = dict.fromkeys([*CAUSAL_FALLBACKS, *_cached_here("causal"), *(allowed or [])])
+    return [name for name in names if name != chosen and (allowed is None or name in allowed)]
+
+
+def other_causal_lm(name: str, like: CausalScorer) -> CausalScorer | str:
+    """``name``'s shared copy in ``like``'s dtype, or the one sentence saying why it cannot be loaded."""
+    batcher, problem = load_with_progress(name, "auto", like.dtype, None)
+    return problem if batcher is None else _shared(batcher, like.dtype, None)
+
+
 def stop_without_chat_template(scorer: CausalScorer, why: str) -> None:
     """On a page that needs a chat model: when the scorer's tokenizer has no chat template, one sentence saying so
     (``why``: what the page cannot do without one) and the page stops. When it stands in for a model that could not

@@ -51,6 +51,44 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
     "nats": (("nats", "nat"),
              "The unit of a loss computed with the natural logarithm (ln). 1 nat = 1 / ln 2 ≈ 1.443 bits. A loss "
              "of L nats means the true token got probability exp(-L) on average (geometrically)."),
+    "UTF-8": (("UTF-8",),
+              "How text is stored as bytes, a byte being a number from 0 to 255 (two hex digits, 00 to FF). UTF-8 "
+              "writes a character in 1 to 4 bytes: an English letter, a digit, a space or a line break in 1, a "
+              "letter with an accent in 2 (é is C3 A9), most Chinese, Japanese and Korean characters in 3 (東 is E6 "
+              "9D B1), an emoji in 4 (🍕 is F0 9F 8D 95). A text's length in bytes is len(text.encode(\"utf-8\")) in "
+              "Python; its length in characters, len(text), is smaller wherever a character takes more than one "
+              "byte."),
+    "bits per byte": (("bits per byte", "bpb"),
+                      "A model's loss on a text counted per byte of the text rather than per token: Σ −ln p over "
+                      "the text's tokens ÷ (ln 2 × the text's bytes in UTF-8), which is (nats per token) ÷ (ln 2 × "
+                      "bytes per token). Every tokenizer cuts the same text into the same bytes, so two models with "
+                      "different tokenizers can be compared by it, which their losses per token cannot: a tokenizer "
+                      "with fewer, longer tokens has more to predict at each. Lower is better. The toy example's "
+                      "4.315116 nats over the 20 bytes of “I love dogs not cats” are 0.311270 bits per byte."),
+    "byte perplexity": (("byte perplexity",),
+                        "2 to the power of the bits per byte, the same as e^(nats per byte): the number of equally "
+                        "likely bytes the model is, on average, choosing between at each byte. lm-evaluation-harness "
+                        "reports it beside bits per byte."),
+    "word perplexity": (("word perplexity",),
+                        "e^(Σ −ln p ÷ the number of words): the loss counted per word. lm-evaluation-harness "
+                        "counts words as the pieces of re.split(r\"\\s+\", text), so a text that ends with a "
+                        "space or a line break counts one word more than it has (an empty last piece)."),
+    "context length": (("context length", "context lengths"),
+                       "How many tokens a prediction is made from: the tokens before it that the model reads in "
+                       "the same pass. Scored in one pass, token t of a text is predicted from all t before it; "
+                       "scored in windows, from only those before it in its own window, and its −log p is then "
+                       "usually higher."),
+    "window": (("window", "windows"),
+               "The tokens a model reads in one forward pass, when a text is longer than it can read at once (its "
+               "position embeddings run out) or is cut on purpose: the text is scored window by window, and a "
+               "token sees only the tokens before it in its own window. lm-evaluation-harness's window of N tokens "
+               "is the N tokens the model reads; in the loop of Hugging Face's perplexity guide, the last of a "
+               "window's max_length tokens is only a label, so a token has at most max_length − 1 of context."),
+    "stride": (("stride",),
+               "How many tokens one window starts after the one before it, in the loop of Hugging Face's perplexity "
+               "guide: with a stride smaller than the window, windows overlap, each scores only the tokens the one "
+               "before did not, and those tokens keep up to window − stride tokens of context from the overlap. A "
+               "stride equal to the window gives disjoint windows, and the first token of each is never scored."),
     "perplexity": (("perplexity",),
                    "exp(loss): the number of equally likely tokens the model is, on average, choosing between. "
                    "A uniform guess over V tokens has perplexity V and loss ln V."),
@@ -258,6 +296,8 @@ LESSON_TERMS: dict[str, tuple[str, ...]] = {
             "binary cross-entropy"),
     "bert-loss": ("label", "[CLS] / [SEP] / [MASK]", "MLM weight / NSP weight"),
     "train": ("token", "nats", "perplexity", "unigram entropy"),
+    "bpb": ("token", "label", "log-probability", "nats", "perplexity", "UTF-8", "byte piece", "bits per byte",
+            "byte perplexity", "word perplexity", "BOS / EOS", "context length", "window", "stride"),
 }
 
 

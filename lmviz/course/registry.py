@@ -78,6 +78,18 @@ PATH = (
            "lmviz.lessons.causal_lm", ("highest", "count", "perplexity"), "causal", model_box=True,
            text_boxes=(TextBox(("your-sentence from a link",), "text_area", "text", 2000),
             TextBox(("your-sentence compare",), "text_area", "sentence_b", 2000))),
+    # after Your sentence: its -log p per token are what this lesson counts per byte instead
+    Lesson("bits_per_byte", "bpb", "Bits per byte", "Bits per byte: comparing models whose tokenizers differ",
+           ":material/straighten:",
+           "how a loss per token becomes a loss per byte, which compares models whose tokenizers differ, and how a "
+           "text longer than a model reads at once is scored in windows", CAUSAL,
+           "A loss per [[token|token]] depends on how the tokenizer cuts the text; counted per byte of its "
+           "[[UTF-8|UTF-8]] it does not: [[bits per byte|bits per byte]], the number that compares two models whose "
+           "tokenizers differ. lm-evaluation-harness's and nanochat's ways of counting side by side, the bug of "
+           "counting a token's bytes after decoding it, several models on one text, and a text longer than the "
+           "model reads at once, scored in [[windows|window]] three ways.",
+           "lmviz.lessons.bits_per_byte", ("bpb", "better", "lost"), "causal", model_box=True,
+           text_boxes=(TextBox(("bpb",), "text_area", "bpb_text", 3000),)),
     Lesson("next_token", "next-token", "Next token", "Next token: where the probabilities come from",
            ":material/casino:",
            "where a position's probabilities come from: scores, softmax, temperature, and -log p of the true token",

@@ -274,3 +274,27 @@ def loss_per_step(losses: list[float]) -> go.Figure:
                       xaxis={"tickmode": "array", "tickvals": steps}, yaxis={"rangemode": "tozero"},
                       margin={"t": 20, "b": 40}, showlegend=False)
     return fig
+
+
+# The three ways of scoring a long text (lmviz.lessons.bits_per_byte), each with its own colour, dash and marker
+WINDOW_STYLES = ({"color": GREY, "dash": "solid", "symbol": "circle-open"},
+                 {"color": CURVE_COLOUR, "dash": "dash", "symbol": "square"},
+                 {"color": LOSS_COLOUR, "dash": "dot", "symbol": "diamond"})
+
+
+def context_lengths(ways: dict[str, list[int | None]]) -> go.Figure:
+    """How many tokens each token of a text is predicted from, one line per way of scoring it (``ways``: name ->
+    each position's context length, None where that way does not score it): where a line falls below the one
+    pass's diagonal, the token lost context. Lines differ by dash and marker as well as colour."""
+    fig = go.Figure()
+    for (name, context), style in zip(ways.items(), WINDOW_STYLES):
+        fig.add_trace(go.Scatter(
+            x=list(range(len(context))), y=context, mode="lines+markers", name=plain(name), connectgaps=False,
+            line={"color": style["color"], "dash": style["dash"], "width": 2},
+            marker={"symbol": style["symbol"], "size": 6, "color": style["color"]},
+            hovertemplate="position %{x}: predicted from %{y} tokens<extra>" + plain(name) + "</extra>"))
+    fig.update_xaxes(title_text="position of the predicted token", rangemode="tozero")
+    fig.update_yaxes(title_text="context length (tokens)", rangemode="tozero")
+    fig.update_layout(title_text="How many tokens each token is predicted from", height=340,
+                      margin={"t": 30, "b": 40}, legend={"orientation": "h", "y": -0.3})
+    return fig

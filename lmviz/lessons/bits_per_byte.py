@@ -241,6 +241,7 @@ class ByteRow:
     token_id: int
     raw: str | None  # its bytes in hex ("" for a special token); None where the tokenizer's tokens are not bytes
     byte_count: int | None  # len of those bytes
+    decoded: str  # the token decoded alone: U+FFFD where it holds part of a character
     decoded_byte_count: int  # the decoding bug's count: len(decode([id]).encode("utf-8")); 0 for a special token
     special: bool
     context: int  # how many tokens it was predicted from
@@ -332,7 +333,8 @@ def encode_for_bpb(loaded, text: str, end_token: bool = False) -> list[int]:
     tokenizer = loaded.tokenizer
     if not text or not text.strip():
         raise NothingToScore("There is nothing to score: the text is empty. Type a sentence.")
-    ids = tokenizer(valid_text(text), add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    # verbose=False: a text longer than the model reads at once is what the windows are for, not a warning
+    ids = tokenizer(valid_text(text), add_special_tokens=False, split_special_tokens=True, verbose=False)["input_ids"]
     if len(ids) > MAX_TEXT_TOKENS:
         raise NothingToScore(f"The text is {len(ids):,} tokens long for {loaded.name}; this page scores at most "
                              f"{MAX_TEXT_TOKENS:,}. Shorten it.")
@@ -376,6 +378,7 @@ def bits_per_byte(loaded, text: str, end_token: bool = False) -> BitsPerByte:
         rows.append(ByteRow(
             position=t, token=readable_token(tokenizer, ids[t]), token_id=ids[t],
             raw=None if raw is None else raw.hex(" ").upper(), byte_count=None if raw is None else len(raw),
+            decoded=tokenizer.decode([ids[t]]),
             decoded_byte_count=0 if ids[t] in special else decoded_bytes(tokenizer, ids[t]),
             special=ids[t] in special, context=scoring.context[t], nll=scoring.nll[t]))
     harness, nanochat, decoded = per_byte(rows, text, byte_level, end_token)

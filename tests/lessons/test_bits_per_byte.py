@@ -298,3 +298,68 @@ def test_the_cli_prints_the_pages_numbers(bundled, capsys):
     assert data["windows"]["strided"]["nll"][1:] == pytest.approx(windowed(bundled, TEXT, 8, 3).strided.nll[1:])
     assert main(["bpb", TEXT, "--window", "8", "--stride", "9"]) == 2
     assert "stride" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------- the page
+
+def page_module():
+    """The page's own constants (its default text), read from its file without running it."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path("app_pages/bits_per_byte.py").read_text())
+    return {target.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+            for target in node.targets if isinstance(target, ast.Name) and target.id == "DEFAULT_TEXT"}
+
+
+def test_the_page_shows_the_librarys_numbers_and_its_questions_follow_them(bundled):
+    from lmviz.models.loading import TINY_GPT, load_causal_lm
+    from tests.helpers import answer_question, open_page, unescaped, verdicts
+
+    text = page_module()["DEFAULT_TEXT"]
+    expected = bits_per_byte(bundled, text)
+    at = open_page("app_pages/bits_per_byte.py")
+    assert not at.exception and not at.error
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Bits per byte"] == f"{expected.harness.bits_per_byte:.5f}"
+    assert metrics["Loss per token (nats)"] == f"{expected.harness.nats_per_token:.5f}"
+    assert metrics["Bytes per token"] == f"{expected.harness.bytes_per_token:.5f}"
+    assert metrics["Tokens predicted"] == str(expected.harness.tokens)
+    shown = " ".join(m.value for m in at.markdown)
+    # the arithmetic, checkable by hand: Σ nats ÷ (ln 2 × bytes)
+    assert f"÷ (0.69315 × {expected.harness.bytes})" in shown
+    assert f"Counted after decoding each token, **{expected.decoded.bytes}** bytes" in shown
+    tiny = bits_per_byte(load_causal_lm(TINY_GPT), text)
+    compared = next(t.value for t in at.table if "gives the text back" in t.value.columns)
+    assert [unescaped(m) for m in compared["model"]] == [expected.model, TINY_GPT]
+    assert [unescaped(b) for b in compared["bits per byte"]] == [f"{r.harness.bits_per_byte:.5f}"
+                                                                 for r in (expected, tiny)]
+    assert list(compared["gives the text back"]) == ["yes", "no"]  # the tiny GPT lowercases and has [UNK]
+    # the questions: right when answered with the library's numbers
+    answer_question(at, "bpb/bpb", f"{expected.harness.bits_per_byte:.4f}")
+    best = min((expected, tiny), key=lambda r: r.harness.bits_per_byte).model
+    answer_question(at, "bpb/better", best)
+    scored = windowed(bundled, text)
+    answer_question(at, "bpb/lost", str(len(scored.harness.lost_context())))
+    assert len(verdicts(at)["right"]) == 3, verdicts(at)
+
+
+def test_the_pages_windows_and_end_token(bundled):
+    from tests.helpers import open_page
+
+    at = open_page("app_pages/bits_per_byte.py")
+    at.checkbox(key="bpb_end").check()
+    at.slider(key="bpb_window").set_value(8)
+    at.run()
+    at.slider(key="bpb_stride").set_value(8).run()
+    assert not at.exception and not at.error
+    text = page_module()["DEFAULT_TEXT"]
+    scored = windowed(bundled, text, 8, 8)
+    shown = " ".join(m.value for m in at.markdown)
+    assert f"is never scored: {len(scored.strided.never_scored())} tokens here" in shown
+    assert f"it reports {guide_average(scored.strided):.5f}" in shown
+    with_end = bits_per_byte(bundled, text, end_token=True)
+    assert f"costs {with_end.rows[-1].nll:.5f} nats" in shown
+    summary = next(d.value for d in at.dataframe if "scored as" in d.value)
+    assert list(summary["tokens that lost context"]) == [len(w.lost_context()) for w in
+                                                         (scored.whole, scored.harness, scored.strided)]
