@@ -31,10 +31,9 @@ from lmviz.lessons.bits_per_byte import (
     windowed,
 )
 from lmviz.lessons.causal_lm import length_limit
-from lmviz.models.loading import TINY_GPT
 from lmviz.serving.scorer import CausalScorer
 
-MAX_CHARS = 3000
+MAX_CHARS = 2000
 DEFAULT_TEXT = ("The library opens at nine in the morning and closes at six in the evening. Visitors can borrow up "
                 "to five books at a time 📚, and most books may be kept for three weeks. Its sister library in Tokyo "
                 "(東京) lends manga too.")
@@ -160,16 +159,17 @@ def decoding_bug(result) -> None:
     differ = [r for r in result.rows if not r.special and r.byte_count != r.decoded_byte_count]
     right, wrong = result.nanochat, result.decoded
     if not differ:
-        st.markdown(f"No token of this text is a {term('byte piece', 'byte piece')}, so both counts agree: "
-                    f"{right.bytes} bytes. Type an emoji or a Chinese character to see them differ.")
+        st.markdown(f"Every token of this text decodes to its own bytes, so both counts agree: {right.bytes} bytes. "
+                    f"A {term('byte piece', 'byte piece')} would not: type an emoji or a Chinese character.")
         return
-    text_table(pd.DataFrame({
-        "token": [r.token for r in differ],
-        "its bytes (hex)": [r.raw for r in differ],
-        "bytes": [r.byte_count for r in differ],
-        "decoded alone": [quotable(r.decoded) for r in differ],
-        "bytes of the decoded text": [r.decoded_byte_count for r in differ],
-    }), hide_index=True)
+    with st.expander(f"The {len(differ)} tokens whose two counts differ"):
+        text_table(pd.DataFrame({
+            "token": [r.token for r in differ],
+            "its bytes (hex)": [r.raw for r in differ],
+            "bytes": [r.byte_count for r in differ],
+            "decoded alone": [quotable(r.decoded) for r in differ],
+            "bytes of the decoded text": [r.decoded_byte_count for r in differ],
+        }), hide_index=True)
     lower = 1 - wrong.bits_per_byte / right.bits_per_byte
     st.markdown(
         f"Counted from each token's piece, the predicted tokens hold **{right.bytes}** bytes: bits per byte "
@@ -186,8 +186,7 @@ def compare_models(scorer: CausalScorer, result, text: str, end_token: bool) -> 
     if not options:
         st.caption("No other model is available here to compare with.")
         return [result]
-    chosen = st.multiselect("Also score the text with", options, default=[TINY_GPT] if TINY_GPT in options else
-                            options[:1], key="bpb_others",
+    chosen = st.multiselect("Also score the text with", options, default=options[:1], key="bpb_others",
                             help="Models that load offline here: the bundled one, lmviz's tiny GPT, and any that "
                                  "`python -m lmviz prepare` downloaded.")
     results = [result]
@@ -265,10 +264,13 @@ def windows_section(scorer: CausalScorer, text: str):
         "never scored": [len(w.never_scored()) for w in ways],
     }), hide_index=True)
     tokens = len(scored.tokens) - 1
+    later = [scored.harness.context[w.first] for w in scored.harness.windows[1:]]
     said = [f"lm-evaluation-harness reads {window} tokens at a time: the first window scores its {min(window, tokens)} "
-            "tokens from the prefix on; each next window scores the next ones from the last token of the window "
-            "before, so its first token has 1 token of context, and the last window, when shorter, reaches back to "
-            f"read {window}."]
+            f"tokens from the prefix on; each next one scores up to {window} more, reading them with the one token "
+            f"before them, so that its first has a context of 1; the last, when it scores fewer, reaches back to read "
+            f"{window} tokens, so that its first has more."
+            + (f" Here the windows after the first begin with a context of {', '.join(map(str, later))}." if later
+               else " Here the text fits the first window.")]
     said.append(f"The perplexity guide's window holds {window} tokens of which the last is only a "
                 f"{term('label', 'label')}, so a token "
                 f"has at most {window - 1} of context; windows start every {stride} tokens, and each scores only the "
@@ -327,8 +329,8 @@ read_at_once = (f" The text is longer than the {result.window} tokens this model
                 if result.windows > 1 else "")
 st.caption(escape_markdown(
     f"Model: {loaded.name}, {loaded.source}. The text is read after {result.prefix} (id {result.prefix_id}), the "
-    "token lm-evaluation-harness puts before a text (the tokenizer's BOS, else its EOS), so that its first token is "
-    "predicted too.") + read_at_once)
+    "token lm-evaluation-harness puts before a text (the tokenizer's ") + term("BOS", "BOS / EOS")
+    + ", else its EOS), so that its first token is predicted too." + read_at_once)
 
 st.subheader("1. From nats per token to bits per byte")
 st.markdown(f"Each predicted token with the bytes of text it stands for, read from its piece of the vocabulary, and "

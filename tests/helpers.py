@@ -96,6 +96,7 @@ class Clock:
 # Korean that some of its most likely next tokens begin; an emoji in one of GRPO's 8 answers at its default seed.
 BYTE_PIECE_TEXTS = {
     "sentence": ("text_area", "text", "I love 🍕 and 我们."),
+    "bpb": ("text_area", "bpb_text", "I love 🍕 and 我们."),
     "next-token": ("text_area", "next_text", "Japanese: 日本語. Chinese: 中文. Korean:"),
     "grpo": ("text_input", "grpo_prompt", "Reply with one emoji."),
 }

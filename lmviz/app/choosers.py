@@ -233,7 +233,7 @@ def choose_causal_lm() -> CausalScorer:
 def comparable_causal_lms(chosen: str) -> list[str]:
     """The causal LMs a page can score the same text with beside ``chosen``, each offline: the bundled model,
     lmviz's tiny GPT, and every causal LM `python -m lmviz prepare` cached here; only those this deployment
-    offers."""
+    offers. The first is the bundled model, or lmviz's tiny GPT beside it: a second tokenizer any install has."""
     allowed = allowed_models()
     names = dict.fromkeys([*CAUSAL_FALLBACKS, *_cached_here("causal"), *(allowed or [])])
     return [name for name in names if name != chosen and (allowed is None or name in allowed)]

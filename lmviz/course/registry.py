@@ -89,7 +89,7 @@ PATH = (
            "counting a token's bytes after decoding it, several models on one text, and a text longer than the "
            "model reads at once, scored in [[windows|window]] three ways.",
            "lmviz.lessons.bits_per_byte", ("bpb", "better", "lost"), "causal", model_box=True,
-           text_boxes=(TextBox(("bpb",), "text_area", "bpb_text", 3000),)),
+           text_boxes=(TextBox(("bpb",), "text_area", "bpb_text", 2000),)),
     Lesson("next_token", "next-token", "Next token", "Next token: where the probabilities come from",
            ":material/casino:",
            "where a position's probabilities come from: scores, softmax, temperature, and -log p of the true token",

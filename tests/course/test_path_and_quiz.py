@@ -128,7 +128,7 @@ def test_progress_travels_in_links_and_shows_on_home():
     footer = next(c.value for c in at.caption if "check-yourself questions answered" in c.value)
     assert footer.startswith("2 of ")
     onward = {link.proto.label: link.proto for link in at.get("page_link")}
-    assert "Next: Next token" in onward and "Previous: Toy example" in onward
+    assert "Next: Bits per byte" in onward and "Previous: Toy example" in onward
 
 
 def test_a_count_is_checked_exactly():
