@@ -278,14 +278,22 @@ def windows_section(scorer: CausalScorer, text: str):
                 + (f", which keep at least {window - stride} tokens of context from the overlap." if stride < window
                    else ". With a stride equal to the window they do not overlap, and the first token of each window "
                         f"is never scored: {len(scored.strided.never_scored())} tokens here."))
-    said.append(f"The guide's own average weights each window's mean by its labels less one, which is right for the "
-                f"first window only: it reports {fmt(guide_average(scored.strided))}, where the tokens it scored "
-                f"average {fmt(scored.strided.mean)}.")
+    if stride < window:
+        said.append(f"The guide's own average weights each window's mean by its labels less one, which is right for "
+                    f"the first window only (the model's shift drops the first label of a window whose labels begin at "
+                    f"its first token, and only the first window's do): it reports "
+                    f"{fmt(guide_average(scored.strided))}, where the tokens it scored average "
+                    f"{fmt(scored.strided.mean)}.")
+    else:
+        said.append(f"Without overlap each window's labels begin at its first token, whose label the model's shift "
+                    f"drops, so the guide's own average, which weights each window's mean by its labels less one, is "
+                    f"the mean of the tokens it scored: {fmt(guide_average(scored.strided))}.")
     if scored.whole is None:
         said.append(f"The text's {tokens} tokens do not fit the {scored.longest} this model reads at once, so there is "
                     "no single pass to compare with.")
     else:
-        said.append(f"In one pass every token is predicted from all {tokens} before it at most: nothing is lost.")
+        said.append(f"In one pass each of the {tokens} tokens is predicted from every token before it: nothing is "
+                    "lost.")
     st.markdown("\n".join(f"- {s}" for s in said))  # numbers and the page's own words: no text typed
     show_chart(plots.context_lengths({w.name: w.context for w in ways}), key="bpb_context_lengths")
     with st.expander("Each token's context length and −ln p, three ways"):

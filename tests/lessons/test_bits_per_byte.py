@@ -340,6 +340,8 @@ def test_the_page_shows_the_librarys_numbers_and_its_questions_follow_them(bundl
     best = min((expected, tiny), key=lambda r: r.harness.bits_per_byte).model
     answer_question(at, "bpb/better", best)
     scored = windowed(bundled, text)
+    assert f"it reports {guide_average(scored.strided):.5f}, where the tokens it scored average " \
+           f"{scored.strided.mean:.5f}" in shown
     answer_question(at, "bpb/lost", str(len(scored.harness.lost_context())))
     assert len(verdicts(at)["right"]) == 3, verdicts(at)
 
@@ -357,7 +359,9 @@ def test_the_pages_windows_and_end_token(bundled):
     scored = windowed(bundled, text, 8, 8)
     shown = " ".join(m.value for m in at.markdown)
     assert f"is never scored: {len(scored.strided.never_scored())} tokens here" in shown
-    assert f"it reports {guide_average(scored.strided):.5f}" in shown
+    # without overlap the guide's weights are right: its average is the mean of the tokens it scored
+    assert guide_average(scored.strided) == pytest.approx(scored.strided.mean, abs=1e-12)
+    assert f"is the mean of the tokens it scored: {scored.strided.mean:.5f}" in shown
     with_end = bits_per_byte(bundled, text, end_token=True)
     assert f"costs {with_end.rows[-1].nll:.5f} nats" in shown
     summary = next(d.value for d in at.dataframe if "scored as" in d.value)
