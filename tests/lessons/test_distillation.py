@@ -1,0 +1,172 @@
+"""lmviz.lessons.distillation against independent references: torch.nn.functional.kl_div with its arguments in both
+orders, a direct sum in float64, GKD's eq. 1 written here, the toy example's values, the model's own forward passes
+and generate, and torch.optim.SGD on a copy of the model."""
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lmviz.core.toy import PROBABILITIES
+from lmviz.errors import NothingToScore
+from lmviz.lessons import distillation as d
+
+TEACHER = torch.tensor(PROBABILITIES, dtype=torch.float64).log()  # the worked example's table, as logits
+STUDENT = torch.full_like(TEACHER, math.log(0.1))  # uniform over its 10 words
+
+
+def gkd_jsd(p_teacher: torch.Tensor, p_student: torch.Tensor, beta: float) -> torch.Tensor:
+    """GKD (Agarwal et al. 2024), eq. 1, with probabilities: β KL(P ‖ βP + (1 − β)Q) + (1 − β) KL(Q ‖ βP + (1 − β)Q),
+    P the teacher, Q the student; each KL a plain sum."""
+    m = beta * p_teacher + (1 - beta) * p_student
+    return beta * (p_teacher * (p_teacher / m).log()).sum(-1) + (1 - beta) * (p_student * (p_student / m).log()).sum(-1)
+
+
+@pytest.mark.parametrize("beta, temperature, t_squared, expected", [
+    (0.0, 1.0, False, 0.660111), (0.5, 1.0, False, 0.150869), (1.0, 1.0, False, 0.673064),
+    (0.0, 2.0, False, 0.174664), (0.0, 2.0, True, 0.698655)])
+def test_the_toy_examples_values(beta, temperature, t_squared, expected):
+    loss = d.distillation_loss(STUDENT, TEACHER, beta, temperature, t_squared)
+    assert loss.item() == pytest.approx(expected, abs=5e-7)
+
+
+def test_the_kls_against_kl_div_in_both_orders_and_a_direct_sum():
+    torch.manual_seed(0)
+    teacher, student = torch.randn(6, 50, dtype=torch.float64) * 3, torch.randn(6, 50, dtype=torch.float64) * 3
+    t, s = d.log_probs(teacher), d.log_probs(student)
+    # F.kl_div(input, target) is KL(target ‖ input), input and target as log-probabilities here
+    assert torch.allclose(d.forward_kl(t, s), F.kl_div(s, t, reduction="none", log_target=True).sum(-1))
+    assert torch.allclose(d.reverse_kl(t, s), F.kl_div(t, s, reduction="none", log_target=True).sum(-1))
+    p, q = t.exp().tolist(), s.exp().tolist()
+    for n in range(6):
+        assert d.forward_kl(t, s)[n].item() == pytest.approx(sum(a * math.log(a / b) for a, b in zip(p[n], q[n])))
+        assert d.reverse_kl(t, s)[n].item() == pytest.approx(sum(b * math.log(b / a) for a, b in zip(p[n], q[n])))
+    assert not torch.allclose(d.forward_kl(t, s), d.reverse_kl(t, s))  # not symmetric
+
+
+@pytest.mark.parametrize("beta", [1e-4, 0.1, 0.5, 0.9, 1 - 1e-4])
+def test_the_jsd_is_gkds_equation_one(beta):
+    torch.manual_seed(1)
+    teacher, student = torch.randn(4, 30, dtype=torch.float64) * 2, torch.randn(4, 30, dtype=torch.float64) * 2
+    expected = gkd_jsd(teacher.softmax(-1), student.softmax(-1), beta)
+    got = d.generalized_jsd(d.log_probs(teacher), d.log_probs(student), beta)
+    assert torch.allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
+def test_the_loss_jumps_at_both_ends_of_beta():
+    t, s = d.log_probs(TEACHER), d.log_probs(STUDENT)
+    for end, kl in ((0.0, d.forward_kl(t, s)), (1.0, d.reverse_kl(t, s))):
+        assert torch.allclose(d.generalized_jsd(t, s, end), kl)  # TRL: the KL itself
+        assert d.jsd_formula(t, s, end).abs().max().item() < 1e-12  # the formula: 0
+    near = [d.jsd_formula(t, s, b).mean().item() for b in (1e-6, 1 - 1e-6)]
+    assert max(near) < 1e-5 and d.generalized_jsd(t, s, 0.0).mean().item() > 0.6
+
+
+def test_t_squared_keeps_the_gradients_size():
+    teacher = torch.randn(5, 40) * 2
+    norms = {}
+    for tau in (1.0, 2.0, 4.0):
+        for squared in (False, True):
+            student = (torch.randn(5, 40, generator=torch.Generator().manual_seed(3)) * 2).requires_grad_(True)
+            d.distillation_loss(student, teacher, 0.0, tau, squared).backward()
+            norms[tau, squared] = student.grad.norm().item()
+    for tau in (2.0, 4.0):
+        assert norms[tau, True] == pytest.approx(tau ** 2 * norms[tau, False], rel=1e-5)
+        assert norms[tau, False] < norms[1.0, False] / tau  # without τ² the gradient shrinks as τ grows
+
+
+def test_bad_settings_are_one_sentence():
+    for beta, tau in ((-0.1, 1.0), (1.5, 1.0), (0.5, 0.0), (0.5, 10.0)):
+        with pytest.raises(d.BadSetting):
+            d.distillation_loss(STUDENT, TEACHER, beta, tau)
+
+
+def conversation_logits(loaded, messages: list[dict], answer: list[int]) -> torch.Tensor:
+    """The reference: the chat template's own ids for ``messages`` and a plain forward pass over them and the
+    answer; the rows that predict each answer token."""
+    prompt = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True)["input_ids"]
+    with torch.no_grad():
+        logits = loaded.model(input_ids=torch.tensor([list(prompt) + answer])).logits[0].float()
+    return logits[len(prompt) - 1:-1]
+
+
+def test_the_answer_scored_by_teacher_and_student(bundled):
+    result = d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, d.DEFAULT_ANSWER, 0.5, 2.0)
+    answer = result.answer_ids
+    assert answer == bundled.tokenizer(d.DEFAULT_ANSWER, add_special_tokens=False)["input_ids"] + \
+        [bundled.tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    teacher = conversation_logits(bundled, [{"role": "system", "content": d.DEFAULT_CONTEXT},
+                                            {"role": "user", "content": d.DEFAULT_QUESTION}], answer)
+    student = conversation_logits(bundled, [{"role": "user", "content": d.DEFAULT_QUESTION}], answer)
+    t, s = F.log_softmax(teacher / 2, -1), F.log_softmax(student / 2, -1)
+    forward = F.kl_div(s, t, reduction="none", log_target=True).sum(-1)
+    reverse = F.kl_div(t, s, reduction="none", log_target=True).sum(-1)
+    for n, position in enumerate(result.positions):
+        assert position.forward_kl == pytest.approx(forward[n].item(), abs=1e-5)
+        assert position.reverse_kl == pytest.approx(reverse[n].item(), abs=1e-5)
+        assert position.p_teacher == pytest.approx(teacher[n].softmax(-1)[answer[n]].item(), abs=1e-5)  # float32
+        assert sum(term.term for term in position.forward_terms) <= position.forward_kl + 1e-6
+    jsd = gkd_jsd(t.exp().double(), s.exp().double(), 0.5)
+    assert result.loss == pytest.approx(jsd.mean().item(), abs=1e-6)
+    assert result.loss_t_squared == pytest.approx(4 * result.loss)
+    assert result.gradient_norm_t_squared == pytest.approx(4 * result.gradient_norm, rel=1e-5)
+    sweep = {beta: (trl, formula) for beta, trl, formula in result.sweep}
+    assert sweep[0.0] == (pytest.approx(result.forward_kl), 0.0) and sweep[1.0] == (pytest.approx(result.reverse_kl),
+                                                                                    0.0)
+
+
+def test_hard_distillation_is_the_cross_entropy_on_the_teachers_greedy_answer(bundled):
+    result = d.hard_and_soft(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT)
+    messages = [{"role": "system", "content": d.DEFAULT_CONTEXT}, {"role": "user", "content": d.DEFAULT_QUESTION}]
+    prompt = bundled.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+    ids = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
+    with torch.no_grad():
+        greedy = bundled.model.generate(ids, max_new_tokens=d.DEFAULT_NEW_TOKENS, do_sample=False)[0, ids.shape[1]:]
+    assert result.tokens == [d.readable_token(bundled.tokenizer, i) for i in greedy.tolist()]
+    student = conversation_logits(bundled, messages[1:], greedy.tolist())
+    assert result.hard == pytest.approx(F.cross_entropy(student, greedy).item(), abs=1e-5)
+    assert result.soft < result.hard
+
+
+def answer_log_probs(model, prompt: list[int], answer: list[int]) -> torch.Tensor:
+    """(A, V) log-probabilities of ``model`` at the positions that predict each answer token, by a plain pass."""
+    return F.log_softmax(model(input_ids=torch.tensor([prompt + answer])).logits[0, -len(answer) - 1:-1].float(), -1)
+
+
+def test_the_on_policy_step_is_sgds_and_brings_the_student_nearer_the_teacher(bundled):
+    result = d.on_policy_step(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT)
+    assert result.kl_after < result.kl_before  # the Done-when: the student's KL to the teacher falls
+    tokenizer = bundled.tokenizer
+    student_prompt = d.chat_prompt(tokenizer, d.DEFAULT_QUESTION)
+    teacher_prompt = d.chat_prompt(tokenizer, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT)
+    # the reference: torch.optim.SGD on a deep copy, the same loss written here from its definition
+    copied = copy.deepcopy(bundled.model).requires_grad_(True)  # lmviz loads its models frozen
+    optimizer = torch.optim.SGD(copied.parameters(), lr=d.DEFAULT_RATE)
+    student_lp, teacher_lp = [], []
+    for sampled in result.answers:
+        index = torch.tensor(sampled.ids)[:, None]
+        with torch.no_grad():
+            teacher_lp.append(answer_log_probs(bundled.model, teacher_prompt, sampled.ids).gather(1, index)[:, 0])
+        student_lp.append(answer_log_probs(copied, student_prompt, sampled.ids).gather(1, index)[:, 0])
+    student_lp, teacher_lp = torch.cat(student_lp), torch.cat(teacher_lp)
+    loss = -((teacher_lp - student_lp.detach()) * student_lp).mean()
+    assert loss.item() == pytest.approx(result.loss, abs=1e-4)
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        for sampled in result.answers:
+            s = answer_log_probs(copied, student_prompt, sampled.ids)
+            t = answer_log_probs(bundled.model, teacher_prompt, sampled.ids)
+            after = F.kl_div(t, s, reduction="none", log_target=True).sum(-1)
+            assert sampled.reverse_kl_after == pytest.approx(after.tolist(), abs=2e-3)
+
+
+def test_bad_inputs_get_a_sentence(bundled):
+    with pytest.raises(NothingToScore):
+        d.score_answer(bundled, d.DEFAULT_QUESTION, "  ", d.DEFAULT_ANSWER)
+    with pytest.raises(NothingToScore):
+        d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, "")
+    with pytest.raises(d.BadSetting):
+        d.on_policy_step(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, lr=0)
