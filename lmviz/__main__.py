@@ -11,6 +11,8 @@
         [--loss-type grpo|bnpo|dr_grpo|dapo|luspo] [--level token|sequence] [--epsilon 0.2] [--epsilon-high E]
         [--beta 0.04] [--updates MU] [--kl-ratio|--no-kl-ratio] [--model ID] [--json]
     python -m lmviz bpb "TEXT" [--model ID ...] [--end] [--window N --stride S] [--json]
+    python -m lmviz distill "QUESTION" "ANSWER" [--context TEXT] [--beta B] [--temperature T] [--hard]
+        [--on-policy [--group G] [--seed S] [--lr LR] [--max-new-tokens N]] [--model ID] [--json]
     python -m lmviz prepare [MODEL ...] [--only] [--list]
 
 ``next``: the model's distribution for the token after PREFIX (top K, everything else, greedy;
@@ -29,6 +31,12 @@ its -ln p in nats and bits, and the sums under lm-evaluation-harness's conventio
 end-of-text token after the text; with several --model, one line per model; with --window, the text scored in
 lm-evaluation-harness's rolling windows, in the strided windows of Hugging Face's perplexity guide (--stride) and
 in one pass, each token's context length and -ln p in each.
+``distill``: ANSWER scored by the teacher (the model after --context, its system message) and the student (the same
+model without it): at each answer token both models' top tokens, the forward KL, the reverse KL and the generalized
+JSD at β, at temperature T; the loss with and without T², the β sweep with its jumps at 0 and 1, and the gradient's
+size under each convention; with --hard, the cross-entropy on the teacher's greedy answer beside the soft loss;
+with --on-policy, G answers the student draws, each token's advantage −(log π_S − log π_T), and the student's KL to
+the teacher before and after one SGD step on a copy of the weights.
 ``prepare``: before class, while online, download the models the pages offer (and MODEL ...), check
 that each loads offline, and print where each is and its size; ``--list`` prints what loads offline now.
 Bad input prints one sentence on stderr and exits with code 2.
@@ -46,6 +54,7 @@ from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fm
 from lmviz.core.text import readable_token
 from lmviz.core.trl import TRL
 from lmviz.errors import ModelLoadError, NotEnoughMemory, NothingToScore
+from lmviz.lessons import distillation
 from lmviz.lessons.bert import analyse_mlm, analyse_nsp
 from lmviz.lessons.bits_per_byte import DEFAULT_STRIDE, BadWindow, bits_per_byte, guide_average, rankings, windowed
 from lmviz.lessons.chat_loss import ChatTemplateError, analyse_sft
@@ -556,6 +565,44 @@ def _bpb_output(args) -> str:
     return "\n".join(lines).rstrip()
 
 
+def _distill_output(loaded, args) -> str:
+    result = distillation.score_answer(loaded, args.question, args.context, args.answer, args.beta,
+                                       args.temperature)
+    hard = distillation.hard_and_soft(loaded, args.question, args.context, args.beta, args.temperature) \
+        if args.hard else None
+    policy = distillation.on_policy_step(loaded, args.question, args.context, args.group, args.seed, args.lr,
+                                         args.max_new_tokens) if args.on_policy else None
+    if args.json:
+        data = {"answer": result.to_dict(), "hard_and_soft": hard and asdict(hard),
+                "on_policy": policy and policy.to_dict()}
+        return json.dumps(_finite(data), ensure_ascii=False, indent=2)
+    lines = [f"model: {result.model}   β = {result.beta:g}   τ = {result.temperature:g}",
+             f"{'pos':>4}  {'token':<14} {'p teacher':>10} {'p student':>10} {'KL(T‖S)':>9} {'KL(S‖T)':>9} "
+             f"{'JSD_β':>9}  teacher's top / student's top"]
+    for p in result.positions:
+        tops = " ".join(f"{t}:{fmt_prob(q)}" for t, q in p.teacher_top[:2]) + " / " + \
+            " ".join(f"{t}:{fmt_prob(q)}" for t, q in p.student_top[:2])
+        lines.append(f"{p.position:>4}  {p.token[:14]:<14} {fmt_prob(p.p_teacher):>10} {fmt_prob(p.p_student):>10} "
+                     f"{fmt(p.forward_kl):>9} {fmt(p.reverse_kl):>9} {fmt(p.jsd):>9}  {tops}")
+    lines += [f"loss: mean JSD_β      {fmt(result.loss)}   × τ² = {fmt(result.loss_t_squared)}",
+              f"mean KL(T‖S)          {fmt(result.forward_kl)}",
+              f"mean KL(S‖T)          {fmt(result.reverse_kl)}",
+              f"‖∂loss/∂student logits‖: {fmt_norm(result.gradient_norm)} without τ², "
+              f"{fmt_norm(result.gradient_norm_t_squared)} with; {fmt_norm(result.gradient_norm_at_1)} at τ = 1",
+              "β sweep (TRL's / the formula alone): " + ", ".join(f"{b:g}: {fmt(trl)} / {fmt(formula)}"
+                                                                 for b, trl, formula in result.sweep)]
+    if hard:
+        lines += [f"teacher's greedy answer: {hard.teacher_answer!r}",
+                  f"hard (cross-entropy on it) {fmt(hard.hard)}   soft (JSD_β on its tokens) {fmt(hard.soft)}"]
+    if policy:
+        lines.append(f"on-policy: {policy.size} answers, seed {policy.seed}, lr {policy.lr:g}")
+        for a in policy.answers:
+            lines.append(f"  {a.text!r}: advantages " + " ".join(fmt_signed(x, 2) for x in a.advantages))
+        lines.append(f"  loss {fmt(policy.loss)}  ‖g‖ {fmt_norm(policy.grad_norm)}  student's KL(S‖T) per token: "
+                     f"{fmt(policy.kl_before)} before, {fmt(policy.kl_after)} after")
+    return "\n".join(lines)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lmviz", description="How a language model's loss is computed.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -647,13 +694,29 @@ def _parser() -> argparse.ArgumentParser:
                      help="also score the text in windows of N tokens, three ways (the first --model's)")
     bpb.add_argument("--stride", type=_positive_int, default=DEFAULT_STRIDE, metavar="S",
                      help=f"the perplexity guide's stride, at most N (default: {DEFAULT_STRIDE})")
-    for command in (clm, nxt, sft, step, grpo):
+    distill = commands.add_parser("distill", help="an answer scored by a teacher (the model with a context) and a "
+                                  "student (without it): KLs, the generalized JSD, τ², hard vs soft, on-policy")
+    distill.add_argument("question")
+    distill.add_argument("answer")
+    distill.add_argument("--context", default=distillation.DEFAULT_CONTEXT,
+                         help="the teacher's system message, which the student does not see")
+    distill.add_argument("--beta", type=float, default=distillation.DEFAULT_BETA,
+                         help="0: forward KL, 1: reverse KL, between: the generalized JSD (default: 0.5)")
+    distill.add_argument("--temperature", type=float, default=distillation.DEFAULT_TEMPERATURE,
+                         help="τ, dividing both models' logits (default: 1)")
+    distill.add_argument("--hard", action="store_true", help="also the teacher's greedy answer, hard vs soft")
+    distill.add_argument("--on-policy", action="store_true", help="also answers the student draws and one step")
+    distill.add_argument("--group", type=int, default=distillation.DEFAULT_GROUP, metavar="G")
+    distill.add_argument("--seed", type=int, default=distillation.DEFAULT_SEED)
+    distill.add_argument("--lr", type=float, default=distillation.DEFAULT_RATE)
+    distill.add_argument("--max-new-tokens", type=int, default=distillation.DEFAULT_NEW_TOKENS, metavar="N")
+    for command in (clm, nxt, sft, step, grpo, distill):
         if command is not clm:
             command.add_argument("--model", default=DEFAULT_MODEL,
                                  help=f"hub id or local folder (default: the bundled {DEFAULT_MODEL})")
             command.add_argument("--dtype", default=None, choices=list(DTYPES),
                                  help=_DTYPE_HELP.format(default_dtype()))
-    for command in (clm, mlm, nsp, nxt, sft, step, grpo, bpb):
+    for command in (clm, mlm, nsp, nxt, sft, step, grpo, bpb, distill):
         command.add_argument("--json", action="store_true", help="print JSON instead of a table")
         command.add_argument("--device", default="auto", help="auto (GPU when present), cpu, cuda, mps")
     prepare = commands.add_parser("prepare", help="before class, while online: download and check the models")
@@ -666,13 +729,15 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args):
     if args.command == "bpb":
         return _bpb_output(args)
-    if args.command in ("next", "sft", "step", "grpo"):
+    if args.command in ("next", "sft", "step", "grpo", "distill"):
         if args.command == "step":
             _check_step(args)
         rule = _check_grpo(args) if args.command == "grpo" else None
         loaded = load_causal_lm(args.model, device=args.device, dtype=args.dtype, progress=_progress)
         if args.command == "grpo":
             return _grpo_output(rule, *_grpo_results(loaded, args, rule), args)
+        if args.command == "distill":
+            return _distill_output(loaded, args)
         if args.command == "step":
             return _step_output(*_step_results(loaded, args), args.optimizer, args.json)
         if args.command == "next":
@@ -701,7 +766,8 @@ def main(argv: list[str] | None = None) -> int:
         return offline.list_cached() if args.list else offline.run(args.models, only=args.only)
     try:
         print(_run(args))
-    except (ModelLoadError, NothingToScore, BadInput, BadWindow, ChatTemplateError) as problem:
+    except (ModelLoadError, NothingToScore, BadInput, BadWindow, distillation.BadSetting,
+            ChatTemplateError) as problem:
         print(f"lmviz: {problem}", file=sys.stderr)
         return 2
     except NotEnoughMemory as problem:

@@ -61,7 +61,7 @@ def test_the_readme_and_the_sites_home_list_the_lessons_of_the_path_in_order():
     for number, lesson in enumerate(PATH, start=1):
         assert f"{number}. [{lesson.title}](docs/lessons/{lesson.stem}.md): {lesson.learn}." in README
         assert f"| {number} | [{lesson.title}](lessons/{lesson.stem}.md) | {lesson.learn} |" in page("index.md")
-    assert len(PATH) == 12 and "Twelve pages form one path" in README
+    assert len(PATH) == 13 and "Thirteen pages form one path" in README
 
 
 def test_every_lesson_has_a_docs_page_of_the_same_shape():

@@ -89,6 +89,43 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                "guide: with a stride smaller than the window, windows overlap, each scores only the tokens the one "
                "before did not, and those tokens keep up to window − stride tokens of context from the overlap. A "
                "stride equal to the window gives disjoint windows, and the first token of each is never scored."),
+    "distillation": (("distillation",),
+                     "Training a student model on what a teacher model predicts rather than on the data's one true "
+                     "token: at each position, a divergence between the two models' whole distributions over the "
+                     "vocabulary (soft distillation), or the cross-entropy on text the teacher wrote (hard "
+                     "distillation, which is fine-tuning on teacher text). Context distillation makes one model both: "
+                     "the teacher is the model given a context (instructions, examples, the answer), the student the "
+                     "same model without it."),
+    "teacher model": (("teacher model", "teacher models"),
+                      "In distillation, the model whose distribution at each position the student learns to match; "
+                      "its weights do not change."),
+    "student model": (("student model", "student models"),
+                      "In distillation, the model being trained to match the teacher model's distributions."),
+    "forward KL": (("forward KL",),
+                   "KL(p_T ‖ p_S) = Σ_v p_T(v) (log p_T(v) − log p_S(v)), the teacher's distribution first: each "
+                   "token weighed by the teacher's probability, so it is large where the student misses a token the "
+                   "teacher likes (mass-covering). Minimised, the student spreads over everything the teacher "
+                   "considers. In PyTorch, F.kl_div(log p_S, log p_T, log_target=True) summed over the vocabulary "
+                   "(kl_div's first argument is the second distribution)."),
+    "reverse KL": (("reverse KL",),
+                   "KL(p_S ‖ p_T) = Σ_v p_S(v) (log p_S(v) − log p_T(v)), the student's distribution first: large "
+                   "where the student gives probability to a token the teacher does not (mode-seeking). Minimised, "
+                   "the student keeps to what the teacher finds likely and may drop the rest. On-policy distillation "
+                   "uses it per token."),
+    "JSD": (("generalized JSD", "JSD", "Jensen-Shannon"),
+            "The generalized Jensen-Shannon divergence of GKD (Agarwal et al. 2024, eq. 1): JSD_β = β KL(p_T ‖ M) + "
+            "(1 − β) KL(p_S ‖ M), M = β p_T + (1 − β) p_S. It tends to 0 as β tends to 0 or 1, where M becomes one of "
+            "the two. TRL's generalized_jsd_loss defines β = 0 as the forward KL and β = 1 as the reverse KL instead, "
+            "so its loss jumps at both ends."),
+    "temperature in distillation": (("τ²",),
+                                    "Distillation divides both models' logits by a temperature τ before the softmax, "
+                                    "which flattens both distributions; the loss and its gradient then shrink about "
+                                    "as 1/τ². Hinton et al. (2015) multiply the loss by τ² to keep the gradient's "
+                                    "size (DistilBERT does); TRL's trainers do not."),
+    "on-policy": (("on-policy",),
+                  "Trained on samples the model being trained drew itself, now, rather than on fixed data. On-policy "
+                  "distillation lets the student answer and the teacher score each of its tokens; the per-token "
+                  "reverse KL, log π_S − log π_T, is the token's negative advantage."),
     "perplexity": (("perplexity",),
                    "exp(loss): the number of equally likely tokens the model is, on average, choosing between. "
                    "A uniform guess over V tokens has perplexity V and loss ln V."),
@@ -290,6 +327,8 @@ LESSON_TERMS: dict[str, tuple[str, ...]] = {
              "reference model", "β (beta)", "log-probability", "chat template", "temperature", "seed", "sampling",
              "learning rate", "SGD", "gradient", "reward model", "Bradley–Terry", "sigmoid", "DPO", "byte piece",
              "optimizer step", "AdamW"),
+    "distill": ("token", "distillation", "teacher model", "student model", "forward KL", "reverse KL", "JSD",
+                "temperature", "temperature in distillation", "cross-entropy", "on-policy", "SGD", "learning rate"),
     "batches": ("token", "label", "padding", "-100 / ignore_index", "chat template"),
     "masked-lm": ("token", "label", "-100 / ignore_index", "WordPiece ##", "[CLS] / [SEP] / [MASK]", "seed"),
     "nsp": ("token", "logit", "softmax", "label", "cross-entropy", "[CLS] / [SEP] / [MASK]", "sigmoid",

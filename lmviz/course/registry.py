@@ -142,6 +142,18 @@ PATH = (
            "lmviz.lessons.grpo", ("advantage", "first_ratio", "second_update_clipped", "weights", "bradley_terry"),
            "causal", model_box=True,
            text_boxes=(TextBox(("grpo prompt",), "text_input", "grpo_prompt", 500),)),
+    # after RL fine-tuning: its seeded sampler and its step on a private copy are what on-policy distillation uses
+    Lesson("distillation", "distill", "Distillation",
+           "Distillation: a student learns a teacher's whole distribution",
+           ":material/school:",
+           "how a student model learns a teacher's whole distribution at each token: forward and reverse KL, the "
+           "generalized JSD and its jumps at both ends, τ², hard against soft, and on-policy distillation", CAUSAL,
+           "A [[teacher model|teacher model]]'s distribution at each token, not one true token, is what the "
+           "[[student model|student model]] learns: here one chat model with and without a context. The "
+           "[[forward KL|forward KL]] and [[reverse KL|reverse KL]], the [[generalized JSD|JSD]] between them and "
+           "where it jumps, τ², hard against soft [[distillation|distillation]], and an [[on-policy|on-policy]] step.",
+           "lmviz.lessons.distillation", ("direction", "beta_one", "t_squared"), "causal", model_box=True,
+           text_boxes=(TextBox(("distillation answer",), "text_input", "distill_answer", 500),)),
     Lesson("batches", "batches", "Batches and padding", "Batches and padding: where real training loss gets subtle",
            ":material/view_agenda:",
            "how sentences of different lengths share one batch, and why its loss is a mean over tokens", CAUSAL,

@@ -170,3 +170,36 @@ def test_bad_inputs_get_a_sentence(bundled):
         d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, "")
     with pytest.raises(d.BadSetting):
         d.on_policy_step(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, lr=0)
+
+
+def test_the_page_shows_the_librarys_numbers_and_its_questions_follow_them(bundled):
+    from tests.helpers import answer_question, open_page, verdicts
+
+    at = open_page("app_pages/distillation.py")
+    assert not at.exception and not at.error
+    expected = d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, d.DEFAULT_ANSWER)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Loss: mean JSD_β"] == f"{expected.loss:.5f}"
+    assert metrics["Reverse KL(p_S ‖ p_T)"] == f"{expected.reverse_kl:.5f}"
+    shown = " ".join(m.value for m in at.markdown)
+    assert f"**{expected.sweep[0][1]:.5f}** at β = 0" in shown  # the jump, in numbers
+    answer_question(at, "distill/direction", "KL(p_S ‖ p_T), the reverse KL")
+    answer_question(at, "distill/beta_one", f"{expected.reverse_kl:.4f}")
+    answer_question(at, "distill/t_squared", f"{expected.loss_t_squared:.4f}")
+    assert len(verdicts(at)["right"]) == 3, verdicts(at)
+    at.slider(key="distill_tau").set_value(2.0)
+    at.checkbox(key="distill_t2").check().run()
+    hot = d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, d.DEFAULT_ANSWER, temperature=2.0)
+    assert {m.label: m.value for m in at.metric}["Loss: mean JSD_β × τ²"] == f"{hot.loss_t_squared:.5f}"
+
+
+def test_the_pages_on_policy_step(bundled):
+    from tests.helpers import open_page
+
+    at = open_page("app_pages/distillation.py")
+    at.toggle(key="distill_step").set_value(True).run(timeout=300)
+    assert not at.exception and not at.error
+    expected = d.on_policy_step(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT)
+    shown = " ".join(m.value for m in at.markdown)
+    assert f"went from **{expected.kl_before:.5f}** to **{expected.kl_after:.5f}**" in shown
+    assert "moved toward the teacher" in shown
