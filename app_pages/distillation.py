@@ -119,13 +119,15 @@ st.caption(escape_markdown(f"Model: {result.model}, teacher and student alike. T
 
 st.subheader("1. Teacher and student, token by token")
 st.markdown(
-    f"At each answer token, the two distributions over the whole vocabulary (the probabilities at τ = 1), the "
-    f"{term('forward KL', 'forward KL')} KL(p_T ‖ p_S) = Σ p_T (log p_T − log p_S), which is large where the teacher "
+    f"At each answer token, the two distributions over the whole vocabulary (the {term('softmax', 'softmax')} of "
+    f"each model's {term('logits', 'logit')}; the probabilities shown at τ = 1), the "
+    f"{term('forward KL', 'forward KL')} {term('KL', 'KL divergence')}(p_T ‖ p_S) = Σ p_T (log p_T − log p_S), "
+    "which is large where the teacher "
     "gives a token probability the student does not (mass-covering), the "
     f"{term('reverse KL', 'reverse KL')} KL(p_S ‖ p_T) = Σ p_S (log p_S − log p_T), large where the student gives "
     "probability the teacher does not (mode-seeking), and the "
-    f"{term('generalized JSD', 'JSD')} at β, all at τ = {result.temperature:g}. The loss is their mean over the "
-    "answer.")
+    f"{term('generalized JSD', 'JSD')} at {term('β', 'β (beta)')}, all at τ = {result.temperature:g}. The loss is "
+    "their mean over the answer.")
 key_table(positions_table(result), "lmviz_distillation.csv", hide_index=True)
 with st.expander("A position's sums, written out for their largest terms"):
     at = st.selectbox("Position", range(len(result.positions)), key="distill_position",
@@ -155,7 +157,8 @@ text_table(pd.DataFrame({"β": [f"{b:g}" for b, _, _ in result.sweep],
 st.subheader("3. τ and τ²")
 st.markdown(
     f"A {term('temperature', 'temperature')} τ divides both models' logits before the softmax, flattening both "
-    "distributions, and the loss and its gradient shrink as τ grows. Hinton's distillation multiplies the loss by "
+    f"distributions, and the loss and its {term('gradient', 'gradient')} shrink as τ grows. Hinton's distillation "
+    "multiplies the loss by "
     f"{term('τ²', 'temperature in distillation')} so that the gradient keeps its size "
     f"([Hinton et al. 2015]({SOURCES['Hinton']})); DistilBERT does, TRL's generalized_jsd_loss does not. Measured "
     f"here, the size of the loss's gradient with respect to the student's logits, ‖∂loss/∂z_S‖:")
@@ -169,20 +172,23 @@ text_table(pd.DataFrame({
 st.subheader("4. Hard or soft")
 try:
     hard = get_hard_and_soft(scorer, scorer.cache_key, question, context, float(beta), float(temperature))
-    st.markdown(escape_markdown(f"The teacher's greedy answer: “{hard.teacher_answer}”."))
+    st.markdown(f"The teacher's {term('greedy', 'greedy decoding')} answer: "
+                + escape_markdown(f"“{hard.teacher_answer}”."))
     st.markdown(
         "Hard distillation trains the student on that text as on any text, with the "
         f"{term('cross-entropy', 'cross-entropy')} on its tokens: **{fmt(hard.hard)}**. Soft distillation "
         f"compares the two whole distributions at the same tokens: JSD_β = **{fmt(hard.soft)}**. The hard loss "
         "keeps only the teacher's pick at each position; the soft loss also keeps how sure it was, and what else it "
-        f"considered (the teacher's own −log p of its picks: {fmt(hard.teacher_nll)}).")
+        f"considered (the teacher's own −{term('log p', 'log-probability')} of its picks: "
+        f"{fmt(hard.teacher_nll)}).")
 except (NothingToScore, ChatTemplateError, NotEnoughMemory) as problem:
     show_problem(problem)
 
 st.subheader("5. On-policy: the student answers, the teacher grades each token")
 st.markdown(
     f"{term('On-policy', 'on-policy')} distillation scores the student's own answers: the student draws a few, the "
-    "teacher gives each drawn token its log-probability, and each token's advantage is −(log π_S − log π_T), the "
+    "teacher gives each drawn token its log-probability, and each token's "
+    f"{term('advantage', 'advantage')} is −(log π_S − log π_T), the "
     f"per-token reverse KL with its sign turned ([Thinking Machines, 2025]({SOURCES['on-policy']})). One step of "
     f"{term('SGD', 'SGD')} at a {term('learning rate', 'learning rate')} on a private copy of the weights raises "
     "the tokens the teacher finds likelier than the student does; the shared model never changes.")
