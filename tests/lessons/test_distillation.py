@@ -203,3 +203,17 @@ def test_the_pages_on_policy_step(bundled):
     shown = " ".join(m.value for m in at.markdown)
     assert f"went from **{expected.kl_before:.5f}** to **{expected.kl_after:.5f}**" in shown
     assert "moved toward the teacher" in shown
+
+
+def test_the_cli_prints_the_pages_numbers(bundled, capsys):
+    import json
+
+    from lmviz.__main__ import main
+
+    assert main(["distill", d.DEFAULT_QUESTION, d.DEFAULT_ANSWER, "--beta", "1", "--temperature", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    expected = d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, d.DEFAULT_ANSWER, 1.0, 2.0)
+    assert data["answer"]["loss"] == pytest.approx(expected.loss) == pytest.approx(expected.reverse_kl)
+    assert data["answer"]["loss_t_squared"] == pytest.approx(4 * expected.loss)
+    assert main(["distill", d.DEFAULT_QUESTION, d.DEFAULT_ANSWER, "--beta", "2"]) == 2
+    assert "β must be" in capsys.readouterr().err
