@@ -151,7 +151,8 @@ PATH = (
            "A [[teacher model|teacher model]]'s distribution at each token, not one true token, is what the "
            "[[student model|student model]] learns: here one chat model with and without a context. The "
            "[[forward KL|forward KL]] and [[reverse KL|reverse KL]], the [[generalized JSD|JSD]] between them and "
-           "where it jumps, [[τ²|temperature in distillation]], hard against soft [[distillation|distillation]], and an [[on-policy|on-policy]] step.",
+           "where it jumps, [[τ²|temperature in distillation]], hard against soft [[distillation|distillation]], and "
+           "an [[on-policy|on-policy]] step.",
            "lmviz.lessons.distillation", ("direction", "beta_one", "t_squared"), "causal", model_box=True,
            text_boxes=(TextBox(("distillation answer",), "text_input", "distill_answer", 500),)),
     Lesson("batches", "batches", "Batches and padding", "Batches and padding: where real training loss gets subtle",

@@ -379,15 +379,12 @@ def check_on_policy(size: int, seed: int, lr: float, max_new_tokens: int) -> Non
                          f"{max_new_tokens!r}.")
 
 
-def _reverse_kls(student, teacher, student_prompt: list[int], teacher_prompt: list[int],
-                 answers: list[list[int]]) -> list[list[float]]:
-    """KL(p_S ‖ p_T) over the whole vocabulary at each position of each answer."""
-    out = []
-    for answer in answers:
-        s = log_probs(_answer_logits(student, student_prompt, answer))
-        t = log_probs(_answer_logits(teacher, teacher_prompt, answer))
-        out.append(reverse_kl(t, s).tolist())
-    return out
+def _reverse_kls(student, student_prompt: list[int], answers: list[list[int]],
+                 teacher: list[torch.Tensor]) -> list[list[float]]:
+    """KL(p_S ‖ p_T) over the whole vocabulary at each position of each answer; ``teacher``: each answer's (A, V)
+    log-probabilities under the teacher, computed once for before and after the step."""
+    return [reverse_kl(t, log_probs(_answer_logits(student, student_prompt, answer))).tolist()
+            for answer, t in zip(answers, teacher)]
 
 
 def on_policy_loss(logp_student: torch.Tensor, logp_teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -417,7 +414,8 @@ def on_policy_step(loaded, question: str, context: str, size: int = DEFAULT_GROU
         answers.append(row[:end])
     with torch.no_grad():
         teacher, _ = group_logprobs(loaded.model, teacher_prompt, answers)
-        before = _reverse_kls(loaded.model, loaded.model, student_prompt, teacher_prompt, answers)
+        teacher_log = [log_probs(_answer_logits(loaded.model, teacher_prompt, answer)) for answer in answers]
+        before = _reverse_kls(loaded.model, student_prompt, answers, teacher_log)
     module = private_copy(loaded.model)
     student, mask = group_logprobs(module, student_prompt, answers)
     loss = on_policy_loss(student, teacher, mask)
@@ -425,7 +423,7 @@ def on_policy_step(loaded, question: str, context: str, size: int = DEFAULT_GROU
         [r[:len(a)] for r, a in zip(teacher.tolist(), answers)]
     norm = descend(module, loss, lr)
     with torch.no_grad():
-        after = _reverse_kls(module, loaded.model, student_prompt, teacher_prompt, answers)
+        after = _reverse_kls(module, student_prompt, answers, teacher_log)
     del module
     return_freed_memory()
     sampled = [Sampled(text=tokenizer.decode([i for i in a if i not in stops]), ids=a,
