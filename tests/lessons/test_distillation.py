@@ -135,8 +135,14 @@ def answer_log_probs(model, prompt: list[int], answer: list[int]) -> torch.Tenso
     return F.log_softmax(model(input_ids=torch.tensor([prompt + answer])).logits[0, -len(answer) - 1:-1].float(), -1)
 
 
-def test_the_on_policy_step_is_sgds_and_brings_the_student_nearer_the_teacher(bundled):
-    result = d.on_policy_step(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT)
+@pytest.fixture(scope="module")
+def on_policy(bundled):
+    """The default on-policy step, taken once for the library's test and the page's (about 25 s on two cores)."""
+    return d.on_policy_step(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT)
+
+
+def test_the_on_policy_step_is_sgds_and_brings_the_student_nearer_the_teacher(bundled, on_policy):
+    result = on_policy
     assert result.kl_after < result.kl_before  # the Done-when: the student's KL to the teacher falls
     tokenizer = bundled.tokenizer
     student_prompt = d.chat_prompt(tokenizer, d.DEFAULT_QUESTION)
@@ -193,13 +199,13 @@ def test_the_page_shows_the_librarys_numbers_and_its_questions_follow_them(bundl
     assert {m.label: m.value for m in at.metric}["Loss: mean JSD_β × τ²"] == f"{hot.loss_t_squared:.5f}"
 
 
-def test_the_pages_on_policy_step(bundled):
+def test_the_pages_on_policy_step(on_policy):
     from tests.helpers import open_page
 
     at = open_page("app_pages/distillation.py")
     at.toggle(key="distill_step").set_value(True).run(timeout=300)
     assert not at.exception and not at.error
-    expected = d.on_policy_step(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT)
+    expected = on_policy
     shown = " ".join(m.value for m in at.markdown)
     assert f"went from **{expected.kl_before:.5f}** to **{expected.kl_after:.5f}**" in shown
     assert "moved toward the teacher" in shown
