@@ -2,7 +2,13 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app import url_state
-from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback, stop_without_chat_template
+from lmviz.app.choosers import (
+    choose_causal_lm,
+    comparable_causal_lms,
+    other_causal_lm,
+    scored_with_cpu_fallback,
+    stop_without_chat_template,
+)
 from lmviz.app.chrome import intro, key_table, stop_page, term, text_table
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
@@ -24,24 +30,24 @@ SOURCES = {"GKD": "https://arxiv.org/abs/2306.13649",
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def get_scores(_scorer: CausalScorer, model_key: tuple, question: str, context: str, answer: str, beta: float,
-               temperature: float):
-    """Per (model, context, answer): the teacher's and the student's scores, once for the whole class."""
-    return _scorer.run(lambda loaded: d.score_answer(loaded, question, context, answer, beta, temperature),
-                       question, context, answer)
+               temperature: float, _teacher=None, teacher_key: tuple | None = None):
+    """Per (model, teacher, context, answer): the teacher's and the student's scores, once for the whole class."""
+    return _scorer.run(lambda loaded: d.score_answer(loaded, question, context, answer, beta, temperature,
+                                                     _teacher), question, context, answer)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def get_hard_and_soft(_scorer: CausalScorer, model_key: tuple, question: str, context: str, beta: float,
-                      temperature: float):
-    return _scorer.run(lambda loaded: d.hard_and_soft(loaded, question, context, beta, temperature), question,
-                       context)
+                      temperature: float, _teacher=None, teacher_key: tuple | None = None):
+    return _scorer.run(lambda loaded: d.hard_and_soft(loaded, question, context, beta, temperature,
+                                                      teacher=_teacher), question, context)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def get_on_policy(_scorer: CausalScorer, model_key: tuple, question: str, context: str, size: int, seed: int,
-                  lr: float):
+                  lr: float, _teacher=None, teacher_key: tuple | None = None):
     return _scorer.run(lambda loaded: gated("distillation", loaded, lambda: d.on_policy_step(
-        loaded, question, context, size, seed, lr)), question, context)
+        loaded, question, context, size, seed, lr, teacher=_teacher)), question, context)
 
 
 def tops(pairs) -> str:
@@ -85,6 +91,19 @@ context = url_state.linked(url_state.text("distill_context", d.DEFAULT_CONTEXT, 
                            height=80)
 answer = url_state.linked(url_state.text("distill_answer", d.DEFAULT_ANSWER, MAX_CHARS), st.text_input,
                           "Answer (scored by both)", max_chars=MAX_CHARS)
+SAME = "the same model, after the context"
+others = comparable_causal_lms(scorer.loaded.name)
+chosen_teacher = url_state.linked(url_state.choice("distill_teacher", SAME, [SAME, *others]), st.selectbox,
+                                  "Teacher", [SAME, *others],
+                                  help="Another model with the same tokenizer can teach instead (a larger SmolLM2 "
+                                       "after `python -m lmviz prepare`); it reads the context too.")
+teacher, teacher_key = None, None
+if chosen_teacher != SAME:
+    other = other_causal_lm(chosen_teacher, scorer)
+    if isinstance(other, str):
+        show_problem(f"{other} The same model teaches instead.")
+    else:
+        teacher, teacher_key = other.loaded, other.cache_key
 left, middle, right = st.columns([2, 2, 1], vertical_alignment="bottom")
 beta = url_state.linked(url_state.number("distill_beta", d.DEFAULT_BETA, 0.0, 1.0, 0.05), left.slider,
                         "β: 0 = forward KL, 1 = reverse KL", min_value=0.0, max_value=1.0, step=0.05)
@@ -96,8 +115,8 @@ t_squared = url_state.linked(url_state.flag("distill_t2"), right.checkbox, "× �
                              help="Hinton's factor: the loss times τ², as DistilBERT does; TRL's trainers do not.")
 
 try:
-    scorer, result = scored_with_cpu_fallback(scorer, lambda s: get_scores(s, s.cache_key, question, context, answer,
-                                                                           float(beta), float(temperature)))
+    scorer, result = scored_with_cpu_fallback(scorer, lambda s: get_scores(
+        s, s.cache_key, question, context, answer, float(beta), float(temperature), teacher, teacher_key))
 except (NothingToScore, ChatTemplateError, d.BadSetting) as problem:
     show_problem(problem, panel)
     stop_page()
@@ -112,7 +131,9 @@ with panel:
     row.metric("Forward KL(p_T ‖ p_S)", fmt(result.forward_kl), width="content")
     row.metric("Reverse KL(p_S ‖ p_T)", fmt(result.reverse_kl), width="content")
     row.metric("Answer tokens", len(result.positions), width="content")
-st.caption(escape_markdown(f"Model: {result.model}, teacher and student alike. The teacher's conversation is "
+st.caption(escape_markdown(("Model: " + result.model + ", teacher and student alike." if result.teacher == result.model
+                            else f"Student: {result.model}; teacher: {result.teacher}, with the same tokenizer.")
+                           + " The teacher's conversation is "
                            f"{len(result.teacher_prompt)} tokens before the answer, the student's "
                            f"{len(result.student_prompt)}; the answer's {len(result.positions)} tokens end with the "
                            "token that ends the assistant's turn."))
@@ -171,7 +192,8 @@ text_table(pd.DataFrame({
 
 st.subheader("4. Hard or soft")
 try:
-    hard = get_hard_and_soft(scorer, scorer.cache_key, question, context, float(beta), float(temperature))
+    hard = get_hard_and_soft(scorer, scorer.cache_key, question, context, float(beta), float(temperature), teacher,
+                             teacher_key)
     st.markdown(f"The teacher's {term('greedy', 'greedy decoding')} answer: "
                 + escape_markdown(f"“{hard.teacher_answer}”."))
     st.markdown(
@@ -205,7 +227,8 @@ if url_state.linked(url_state.flag("distill_step"), st.toggle, "Draw the answers
                          "step and the KL before and after."):
     try:
         with step_status(f"Drawing {size} answers and taking the step…", "distillation"):
-            policy = get_on_policy(scorer, scorer.cache_key, question, context, int(size), int(seed), float(lr))
+            policy = get_on_policy(scorer, scorer.cache_key, question, context, int(size), int(seed), float(lr),
+                                   teacher, teacher_key)
     except (NothingToScore, ChatTemplateError, NotEnoughMemory, d.BadSetting) as problem:
         show_problem(problem)
 if policy is not None:

@@ -11,7 +11,7 @@
         [--loss-type grpo|bnpo|dr_grpo|dapo|luspo] [--level token|sequence] [--epsilon 0.2] [--epsilon-high E]
         [--beta 0.04] [--updates MU] [--kl-ratio|--no-kl-ratio] [--model ID] [--json]
     python -m lmviz bpb "TEXT" [--model ID ...] [--end] [--window N --stride S] [--json]
-    python -m lmviz distill "QUESTION" "ANSWER" [--context TEXT] [--beta B] [--temperature T] [--hard]
+    python -m lmviz distill "QUESTION" "ANSWER" [--context TEXT] [--teacher ID] [--beta B] [--temperature T] [--hard]
         [--on-policy [--group G] [--seed S] [--lr LR] [--max-new-tokens N]] [--model ID] [--json]
     python -m lmviz prepare [MODEL ...] [--only] [--list]
 
@@ -566,8 +566,10 @@ def _bpb_output(args) -> str:
 
 
 def _distill_output(loaded, args) -> str:
+    teacher = None if args.teacher is None else load_causal_lm(args.teacher, device=args.device, dtype=args.dtype,
+                                                               progress=_progress)
     result = distillation.score_answer(loaded, args.question, args.context, args.answer, args.beta,
-                                       args.temperature)
+                                       args.temperature, teacher)
     hard = distillation.hard_and_soft(loaded, args.question, args.context, args.beta, args.temperature) \
         if args.hard else None
     policy = distillation.on_policy_step(loaded, args.question, args.context, args.group, args.seed, args.lr,
@@ -576,7 +578,7 @@ def _distill_output(loaded, args) -> str:
         data = {"answer": result.to_dict(), "hard_and_soft": hard and asdict(hard),
                 "on_policy": policy and policy.to_dict()}
         return json.dumps(_finite(data), ensure_ascii=False, indent=2)
-    lines = [f"model: {result.model}   β = {result.beta:g}   τ = {result.temperature:g}",
+    lines = [f"student: {result.model}   teacher: {result.teacher}   β = {result.beta:g}   τ = {result.temperature:g}",
              f"{'pos':>4}  {'token':<14} {'p teacher':>10} {'p student':>10} {'KL(T‖S)':>9} {'KL(S‖T)':>9} "
              f"{'JSD_β':>9}  teacher's top / student's top"]
     for p in result.positions:
@@ -700,6 +702,9 @@ def _parser() -> argparse.ArgumentParser:
     distill.add_argument("answer")
     distill.add_argument("--context", default=distillation.DEFAULT_CONTEXT,
                          help="the teacher's system message, which the student does not see")
+    distill.add_argument("--teacher", default=None, metavar="ID",
+                         help="another model with the same tokenizer as the teacher (default: the --model itself, "
+                              "after the context)")
     distill.add_argument("--beta", type=float, default=distillation.DEFAULT_BETA,
                          help="0: forward KL, 1: reverse KL, between: the generalized JSD (default: 0.5)")
     distill.add_argument("--temperature", type=float, default=distillation.DEFAULT_TEMPERATURE,

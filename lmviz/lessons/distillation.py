@@ -195,7 +195,8 @@ class Position:
 
 @dataclass
 class Distillation:
-    model: str
+    model: str  # the student's
+    teacher: str  # the teacher's: the same model, or another with the same tokenizer
     question: str
     context: str
     answer: str
@@ -235,26 +236,38 @@ def _largest_terms(tokenizer, p_log: torch.Tensor, q_log: torch.Tensor, teacher_
             for i in ids]
 
 
+def check_same_tokenizer(student, teacher) -> None:
+    """A teacher and a student are compared token by token only where one token id means the same text to both."""
+    if teacher.tokenizer.get_vocab() != student.tokenizer.get_vocab():
+        raise BadSetting(f"{teacher.name}'s tokenizer is not {student.name}'s: the same text is cut into other tokens, "
+                         "so the two models' distributions are over different vocabularies and cannot be compared "
+                         "token by token. Choose a teacher with the same tokenizer.")
+
+
 def score_answer(loaded, question: str, context: str, answer: str, beta: float = DEFAULT_BETA,
-                 temperature: float = DEFAULT_TEMPERATURE) -> Distillation:
-    """The teacher (``loaded`` after ``context``) and the student (``loaded`` without it) on the same answer: each
-    position's distributions, KLs and JSD_β, the loss with and without τ², the β sweep, and the size of the loss's
-    gradient with respect to the student's logits under each convention."""
+                 temperature: float = DEFAULT_TEMPERATURE, teacher=None) -> Distillation:
+    """The teacher (``loaded`` after ``context``, or ``teacher``, another model with the same tokenizer) and the
+    student (``loaded`` without the context) on the same answer: each position's distributions, KLs and JSD_β, the
+    loss with and without τ², the β sweep, and the size of the loss's gradient with respect to the student's logits
+    under each convention."""
     check_beta_and_temperature(beta, temperature)
-    if not context or not context.strip():
+    teacher = loaded if teacher is None else teacher
+    check_same_tokenizer(loaded, teacher)
+    if teacher is loaded and (not context or not context.strip()):
         raise NothingToScore("The teacher's context is empty: type what the teacher knows and the student does not.")
     if not question or not question.strip():
         raise NothingToScore("The question is empty: type what both models are asked.")
     tokenizer = loaded.tokenizer
-    teacher_prompt, student_prompt = chat_prompt(tokenizer, question, context), chat_prompt(tokenizer, question)
+    teacher_prompt, student_prompt = chat_prompt(teacher.tokenizer, question, context), chat_prompt(tokenizer, question)
     answer = answer_ids(loaded, answer)
-    _check_length(loaded, teacher_prompt + answer, student_prompt + answer)
+    _check_length(loaded, student_prompt + answer)
+    _check_length(teacher, teacher_prompt + answer)
     start = time.perf_counter()
     with torch.inference_mode():
-        teacher_logits = _answer_logits(loaded.model, teacher_prompt, answer)  # (A, V)
-        student_logits = _answer_logits(loaded.model, student_prompt, answer)
+        teacher_logits = _answer_logits(teacher.model, teacher_prompt, answer).cpu()  # (A, V)
+        student_logits = _answer_logits(loaded.model, student_prompt, answer).cpu()
     seconds = seconds_since(start, loaded.device)
-    teacher_logits, student_logits = teacher_logits.cpu().clone(), student_logits.cpu().clone()
+    teacher_logits, student_logits = teacher_logits.clone(), student_logits.clone()
     t1, s1 = log_probs(teacher_logits), log_probs(student_logits)
     t, s = log_probs(teacher_logits, temperature), log_probs(student_logits, temperature)
     forward, reverse, jsd = forward_kl(t, s), reverse_kl(t, s), generalized_jsd(t, s, beta)
@@ -275,7 +288,8 @@ def score_answer(loaded, question: str, context: str, answer: str, beta: float =
         norms[name] = logits.grad.norm().item()
     loss = jsd.mean().item()
     return Distillation(
-        model=loaded.name, question=question, context=context, answer=tokenizer.decode(answer[:-1]),
+        model=loaded.name, teacher=teacher.name, question=question, context=context,
+        answer=tokenizer.decode(answer[:-1]),
         teacher_prompt=[readable_token(tokenizer, i) for i in teacher_prompt],
         student_prompt=[readable_token(tokenizer, i) for i in student_prompt], answer_ids=answer,
         positions=positions, beta=float(beta), temperature=float(temperature), loss=loss,
@@ -313,14 +327,19 @@ def greedy_answer(model, prompt: list[int], stops: list[int], max_new_tokens: in
 
 
 def hard_and_soft(loaded, question: str, context: str, beta: float = DEFAULT_BETA,
-                  temperature: float = DEFAULT_TEMPERATURE, max_new_tokens: int = DEFAULT_NEW_TOKENS) -> HardAndSoft:
+                  temperature: float = DEFAULT_TEMPERATURE, max_new_tokens: int = DEFAULT_NEW_TOKENS,
+                  teacher=None) -> HardAndSoft:
+    """The teacher's greedy answer (``loaded`` after ``context``, or ``teacher``), and on its tokens the student's
+    cross-entropy (hard) and the soft loss JSD_β at τ."""
     check_beta_and_temperature(beta, temperature)
+    teacher = loaded if teacher is None else teacher
+    check_same_tokenizer(loaded, teacher)
     tokenizer = loaded.tokenizer
-    teacher_prompt, student_prompt = chat_prompt(tokenizer, question, context), chat_prompt(tokenizer, question)
+    teacher_prompt, student_prompt = chat_prompt(teacher.tokenizer, question, context), chat_prompt(tokenizer, question)
     stops = stop_ids(loaded)
     with torch.inference_mode():
-        answer = greedy_answer(loaded.model, teacher_prompt, stops, max_new_tokens)
-        teacher_logits = _answer_logits(loaded.model, teacher_prompt, answer).cpu()
+        answer = greedy_answer(teacher.model, teacher_prompt, stops, max_new_tokens)
+        teacher_logits = _answer_logits(teacher.model, teacher_prompt, answer).cpu()
         student_logits = _answer_logits(loaded.model, student_prompt, answer).cpu()
     targets = torch.tensor(answer)
     return HardAndSoft(
@@ -395,14 +414,16 @@ def on_policy_loss(logp_student: torch.Tensor, logp_teacher: torch.Tensor, mask:
 
 
 def on_policy_step(loaded, question: str, context: str, size: int = DEFAULT_GROUP, seed: int = DEFAULT_SEED,
-                   lr: float = DEFAULT_RATE, max_new_tokens: int = DEFAULT_NEW_TOKENS) -> OnPolicy:
+                   lr: float = DEFAULT_RATE, max_new_tokens: int = DEFAULT_NEW_TOKENS, teacher=None) -> OnPolicy:
     """``size`` answers the student draws (seeded, τ = 1), the teacher's log-probabilities of their tokens, and one
     SGD step at ``lr`` on a private copy of the weights on ``on_policy_loss``; each answer's reverse KL to the teacher
-    at each position, before and after the step."""
+    at each position, before and after the step. The teacher: ``loaded`` after ``context``, or ``teacher``."""
     check_on_policy(size, seed, lr, max_new_tokens)
+    teacher = loaded if teacher is None else teacher
+    check_same_tokenizer(loaded, teacher)
     tokenizer = loaded.tokenizer
-    teacher_prompt, student_prompt = chat_prompt(tokenizer, question, context), chat_prompt(tokenizer, question)
-    _check_length(loaded, teacher_prompt + [0] * max_new_tokens)
+    teacher_prompt, student_prompt = chat_prompt(teacher.tokenizer, question, context), chat_prompt(tokenizer, question)
+    _check_length(teacher, teacher_prompt + [0] * max_new_tokens)
     stops = stop_ids(loaded)
     start = time.perf_counter()
     with torch.inference_mode():
@@ -413,14 +434,14 @@ def on_policy_step(loaded, question: str, context: str, size: int = DEFAULT_GROU
         end = next((n + 1 for n, i in enumerate(row) if i in stops), len(row))
         answers.append(row[:end])
     with torch.no_grad():
-        teacher, _ = group_logprobs(loaded.model, teacher_prompt, answers)
-        teacher_log = [log_probs(_answer_logits(loaded.model, teacher_prompt, answer)) for answer in answers]
+        teacher_logp, _ = group_logprobs(teacher.model, teacher_prompt, answers)
+        teacher_log = [log_probs(_answer_logits(teacher.model, teacher_prompt, answer)) for answer in answers]
         before = _reverse_kls(loaded.model, student_prompt, answers, teacher_log)
     module = private_copy(loaded.model)
     student, mask = group_logprobs(module, student_prompt, answers)
-    loss = on_policy_loss(student, teacher, mask)
+    loss = on_policy_loss(student, teacher_logp, mask)
     rows_s, rows_t = [r[:len(a)] for r, a in zip(student.detach().tolist(), answers)], \
-        [r[:len(a)] for r, a in zip(teacher.tolist(), answers)]
+        [r[:len(a)] for r, a in zip(teacher_logp.tolist(), answers)]
     norm = descend(module, loss, lr)
     with torch.no_grad():
         after = _reverse_kls(module, student_prompt, answers, teacher_log)

@@ -223,3 +223,28 @@ def test_the_cli_prints_the_pages_numbers(bundled, capsys):
     assert data["answer"]["loss_t_squared"] == pytest.approx(4 * expected.loss)
     assert main(["distill", d.DEFAULT_QUESTION, d.DEFAULT_ANSWER, "--beta", "2"]) == 2
     assert "β must be" in capsys.readouterr().err
+
+
+def test_another_teacher_with_the_same_tokenizer_and_one_without(bundled):
+    import dataclasses
+
+    from lmviz.models.loading import TINY_GPT, load_causal_lm
+
+    twin = dataclasses.replace(bundled, name="a second copy")  # the same weights and tokenizer under another name
+    alone = d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, d.DEFAULT_ANSWER)
+    taught = d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, d.DEFAULT_ANSWER, teacher=twin)
+    assert taught.teacher == "a second copy" and taught.loss == pytest.approx(alone.loss, abs=1e-7)
+    with pytest.raises(d.BadSetting, match="cannot be compared token by token"):
+        d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, d.DEFAULT_ANSWER,
+                       teacher=load_causal_lm(TINY_GPT))
+
+
+def test_the_page_says_why_a_teacher_with_another_tokenizer_cannot_teach():
+    from lmviz.models.loading import TINY_GPT
+    from tests.helpers import open_page, unescaped
+
+    at = open_page("app_pages/distillation.py")
+    at.selectbox(key="distill_teacher").set_value(TINY_GPT).run()
+    assert not at.exception
+    said = [unescaped(w.value) for w in at.warning]
+    assert len(said) == 1 and "cannot be compared token by token" in said[0] and not at.metric
