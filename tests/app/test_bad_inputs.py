@@ -191,7 +191,7 @@ def test_a_page_stopped_by_bad_input_still_ends_its_first_drawing_and_shows_the_
         assert not at.exception, at.exception
         assert len(at.warning) == 1 and "nothing to score" in at.warning[0].value, run
         assert [link.proto.label for link in at.get("page_link")] == [
-            "Next lesson: Next token", "Previous: Toy example", "Next: Next token"]  # the top's, then the footer's
+            "Next lesson: Bits per byte", "Previous: Toy example", "Next: Bits per byte"]  # the top's, then the footer's
         assert elements_named(at.main, "Status") == [], run
         at.run()
 
