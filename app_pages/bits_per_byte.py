@@ -241,10 +241,14 @@ def windows_section(scorer: CausalScorer, text: str):
     left, right = st.columns(2)
     window = url_state.linked(url_state.number("bpb_window", DEFAULT_WINDOW, MIN_WINDOW, LARGEST_WINDOW), left.slider,
                               "Window: tokens read at once", min_value=MIN_WINDOW, max_value=max(longest, MIN_WINDOW))
-    if st.session_state.get("bpb_stride", DEFAULT_STRIDE) > window:  # a stride is at most its window
-        st.session_state["bpb_stride"] = window
-    stride = url_state.linked(url_state.number("bpb_stride", DEFAULT_STRIDE, 1, LARGEST_WINDOW), right.slider,
-                              "Stride of the perplexity guide's windows", min_value=1, max_value=window)
+    # the stride slider's end does not follow the window: a slider whose bounds change is a new widget to
+    # Streamlit, and it came back at 1 whenever the window moved
+    chosen = url_state.linked(url_state.number("bpb_stride", DEFAULT_STRIDE, 1, LARGEST_WINDOW), right.slider,
+                              "Stride of the perplexity guide's windows", min_value=1,
+                              max_value=max(longest, MIN_WINDOW))
+    stride = min(chosen, window)
+    if stride < chosen:
+        right.caption(f"A stride is at most its window: {stride} is used.")
     try:
         scored = get_windowed(scorer, scorer.cache_key, text, window, stride)
     except (BadWindow, NothingToScore, NotEnoughMemory) as problem:

@@ -190,8 +190,8 @@ def test_a_page_stopped_by_bad_input_still_ends_its_first_drawing_and_shows_the_
     for run in range(2):
         assert not at.exception, at.exception
         assert len(at.warning) == 1 and "nothing to score" in at.warning[0].value, run
-        assert [link.proto.label for link in at.get("page_link")] == [
-            "Next lesson: Bits per byte", "Previous: Toy example", "Next: Bits per byte"]  # the top's, then the footer's
+        assert [link.proto.label for link in at.get("page_link")] == [  # the top's, then the footer's
+            "Next lesson: Bits per byte", "Previous: Toy example", "Next: Bits per byte"]
         assert elements_named(at.main, "Status") == [], run
         at.run()
 

@@ -29,6 +29,10 @@ NOT_KEPT = {
     "model_name": "the causal LM, kept as ?model= by lmviz.app.choosers",
     "next_true": "the true next token, kept as ?next= (its token id) by the Next token page itself",
     "grpo_answer": "which answer's tokens are shown: a view of the group, whose choices are the group's answers",
+    "bpb_others": "the models scored beside the chosen one: which load offline differs from one machine to the next "
+                  "(what `python -m lmviz prepare` fetched), so a link could not bring the same choice to another",
+    "distill_position": "which position's sums are written out: a view of the table, whose choices are the answer's "
+                        "tokens",
 }
 NOT_KEPT_PREFIXES = {
     "quiz-answer-": "check-yourself answers: a learner's progress travels in the lesson links' ?answered=",
@@ -58,6 +62,9 @@ LINKS = {
               "grpo_temperature": 0.7, "grpo_limit": 4, "grpo_rule": "contains the word", "grpo_rule_1": "four",
               "grpo_scale": MEAN, "grpo_lr": 0.01, "grpo_loss_type": DAPO, "grpo_epsilon": 0.3, "grpo_beta": 0.1,
               "grpo_sequence": True, "grpo_r_chosen": 1.0, "grpo_r_rejected": 1.5}],
+    "bits_per_byte": [{"bpb_text": "I love 🍕 and 我们.", "bpb_end": True, "bpb_window": 8, "bpb_stride": 4}],
+    "distillation": [{"distill_question": "What is 2 + 2?", "distill_context": "The answer is 4.",
+                      "distill_answer": "4", "distill_beta": 0.25, "distill_tau": 2.0, "distill_t2": True}],
     "batches": [{"batch_text": "The cat sat.\nA dog ran to the park.", "batch_grid": "labels", "micro_batch_size": 2}],
     "masked_lm": [
         {"mlm_text": "max ate cheese at the station .", "mlm_rate": 0.3, "mlm_seed": 5, "mlm_share_0": 60,
