@@ -86,7 +86,7 @@ def test_causal_pages_fall_back_to_the_tiny_gpt_when_the_hub_is_unreachable(host
     at = open_page(page)
     assert not at.exception and not at.error
     assert fallback_said(at)
-    if page in ("app_pages/chat_loss.py", "app_pages/grpo.py"):  # they need a chat model: the tiny GPT has none
+    if page in ("app_pages/chat_loss.py", "app_pages/grpo.py", "app_pages/distillation.py"):  # need a chat model
         said = [unescaped(w.value) for w in at.warning if "has no chat template" in w.value]
         assert said and "no chat model could take its place" in said[0]
         assert DEFAULT_MODEL not in said[0]  # not advised where it could not be loaded
