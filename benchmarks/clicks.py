@@ -69,10 +69,12 @@ def _grpo(tab, i: int) -> Callable:
 ACTIONS: dict[str, Callable] = {
     "toy": _toy_edit,
     "sentence": _typed("Your text", "Control+Enter"),
+    "bpb": _typed("Your text", "Control+Enter"),
     "next-token": _typed("The beginning of a text", "Control+Enter"),
     "step": _typed("Your text (the step learns it)", "Control+Enter"),
     "chat-loss": _typed("Assistant's answer (the text fine-tuning teaches)", "Enter"),
     "grpo": _grpo,
+    "distill": _typed("Answer (scored by both)", "Enter"),
     "batches": _batches,
     "masked-lm": _typed("Text", "Control+Enter"),
     "nsp": _typed("Sentence B", "Enter"),
