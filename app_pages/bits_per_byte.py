@@ -228,11 +228,13 @@ def compare_models(scorer: CausalScorer, result, text: str, end_token: bool) -> 
         f"{fmt(best.harness.bits_per_byte * LN2)} nats: per token, the two would look nothing alike."))
     for r in results:
         if not r.keeps_text:
+            why = [said for said, holds in (("it lowercased the letters", r.lowercases),
+                                            (f"{r.unknown_tokens} of its tokens are its unknown token, each standing "
+                                             "for text it does not know", r.unknown_tokens > 0)) if holds]
             st.caption(escape_markdown(
                 f"{r.model}'s tokenizer does not give this text back: decoding its tokens does not return the "
-                "text as typed (its normaliser lowercases letters, and a character it does not know becomes one "
-                "unknown token). It was never asked to predict what it dropped, so its bits per byte flatters it "
-                "on this text."))
+                f"text as typed{' (' + '; '.join(why) + ')' if why else ''}. It was never asked to predict what it "
+                "dropped, so its bits per byte flatters it on this text."))
     return results
 
 

@@ -308,6 +308,8 @@ class BitsPerByte:
     rows: list[ByteRow]  # every predicted token: the text's, then the end token
     reads_bytes: bool  # whether the tokenizer's tokens are the text's bytes (byte-level BPE)
     keeps_text: bool  # whether decoding the tokens gives the text back (a normaliser or [UNK] does not)
+    unknown_tokens: int  # how many of the text's tokens are the tokenizer's unknown token
+    lowercases: bool  # whether the tokens, decoded, are the text in lower case: a normaliser lowercased it
     text_bytes: int  # len(text.encode("utf-8"))
     window: int  # the most tokens the model reads at once: lm-evaluation-harness's window for this text
     windows: int  # how many windows that took
@@ -325,6 +327,13 @@ class BitsPerByte:
         return {**{k: v for k, v in asdict(self).items() if k not in ("harness", "nanochat", "decoded")},
                 "harness": self.harness.to_dict(), "nanochat": self.nanochat and self.nanochat.to_dict(),
                 "decoded": self.decoded and self.decoded.to_dict()}
+
+
+def lowercased(tokenizer, text: str, ids: list[int]) -> bool:
+    """Whether the text has capitals and its tokens, decoded (the unknown token left out), have none: a normaliser
+    lowercased it."""
+    known = tokenizer.decode([i for i in ids if i != tokenizer.unk_token_id])
+    return valid_text(text) != valid_text(text).lower() and known == known.lower()
 
 
 def encode_for_bpb(loaded, text: str, end_token: bool = False) -> list[int]:
@@ -387,6 +396,8 @@ def bits_per_byte(loaded, text: str, end_token: bool = False) -> BitsPerByte:
         model=loaded.name, text=text, prefix=readable_token(tokenizer, ids[0]), prefix_id=ids[0],
         end=readable_token(tokenizer, ids[-1]) if end_token else None, rows=rows,
         reads_bytes=byte_level, keeps_text=tokenizer.decode(text_ids) == valid_text(text),
+        unknown_tokens=sum(i == tokenizer.unk_token_id for i in text_ids),
+        lowercases=lowercased(tokenizer, text, text_ids),
         text_bytes=len(text.encode("utf-8")), window=window, windows=len(scoring.windows),
         harness=harness, nanochat=nanochat, decoded=decoded, device=loaded.device, forward_seconds=seconds)
 

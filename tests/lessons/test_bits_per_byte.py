@@ -335,6 +335,11 @@ def test_the_page_shows_the_librarys_numbers_and_its_questions_follow_them(bundl
     assert [unescaped(b) for b in compared["bits per byte"]] == [f"{r.harness.bits_per_byte:.5f}"
                                                                  for r in (expected, tiny)]
     assert list(compared["gives the text back"]) == ["yes", "no"]  # the tiny GPT lowercases and has [UNK]
+    assert (expected.unknown_tokens, expected.lowercases) == (0, False)
+    unknown = tiny.unknown_tokens
+    assert tiny.lowercases and unknown == [r.token for r in tiny.rows].count("[UNK]") > 0
+    caption = " ".join(unescaped(c.value) for c in at.caption)
+    assert f"it lowercased the letters; {unknown} of its tokens are its unknown token" in caption
     # the questions: right when answered with the library's numbers
     answer_question(at, "bpb/bpb", f"{expected.harness.bits_per_byte:.4f}")
     best = min((expected, tiny), key=lambda r: r.harness.bits_per_byte).model
