@@ -29,11 +29,12 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from lmviz.core.text import readable_token, valid_text
-from lmviz.errors import LearnerError, NothingToScore
+from lmviz.errors import NothingToScore
 from lmviz.lessons.causal_lm import length_limit, seconds_since
 from lmviz.lessons.chat_loss import ChatTemplateError, NoChatTemplate
-from lmviz.lessons.gradient_step import MAX_LEARNING_RATE, descend, private_copy, return_freed_memory
-from lmviz.lessons.grpo import MAX_GROUP, MAX_NEW_TOKENS, MIN_GROUP, draw_answers, group_logprobs, stop_ids
+from lmviz.lessons.gradient_step import check_learning_rate, descend, private_copy, return_freed_memory
+from lmviz.lessons.grpo import check_sampling, draw_answers, group_logprobs, stop_ids
+from lmviz.lessons.next_token import BadInput
 
 DEFAULT_QUESTION = "What is the capital of Australia?"
 DEFAULT_CONTEXT = ("You answer in one short sentence. The capital of Australia is Canberra, not Sydney, which is "
@@ -50,8 +51,7 @@ DEFAULT_GROUP, DEFAULT_SEED, DEFAULT_RATE, DEFAULT_NEW_TOKENS = 4, 0, 1e-3, 12
 BETA_SWEEP = (0.0, 1e-6, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1 - 1e-6, 1.0)
 
 
-class BadSetting(LearnerError, ValueError):
-    """A β, temperature, rate, group or answer the lesson cannot use; the message says why."""
+BadSetting = BadInput  # a β, temperature, teacher, rate or group the lesson cannot use: the lessons' one such error
 
 
 # ---------------------------------------------------------------------------------------------- the divergences
@@ -385,17 +385,9 @@ class OnPolicy:
 
 
 def check_on_policy(size: int, seed: int, lr: float, max_new_tokens: int) -> None:
-    if isinstance(size, bool) or not isinstance(size, int) or not MIN_GROUP <= size <= MAX_GROUP:
-        raise BadSetting(f"The number of answers must be a whole number from {MIN_GROUP} to {MAX_GROUP}; it is "
-                         f"{size!r}.")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise BadSetting(f"The seed must be a whole number of at least 0; it is {seed!r}.")
-    if not isinstance(lr, (int, float)) or not 0 < lr <= MAX_LEARNING_RATE:
-        raise BadSetting(f"The learning rate must be above 0 and at most {MAX_LEARNING_RATE:g}; it is {lr!r}.")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or \
-            not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
-        raise BadSetting(f"The token limit must be a whole number from 1 to {MAX_NEW_TOKENS}; it is "
-                         f"{max_new_tokens!r}.")
+    """The answers are drawn as RL fine-tuning's group is (at τ = 1), and the step is One step of learning's."""
+    check_sampling(size, seed, 1.0, max_new_tokens)
+    check_learning_rate(lr)
 
 
 def _reverse_kls(student, student_prompt: list[int], answers: list[list[int]],
