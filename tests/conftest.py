@@ -22,6 +22,11 @@ os.environ.setdefault("LMVIZ_LIVE_DB", f"sqlite:///{tempfile.mkdtemp(prefix='lmv
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+# pytest runs on two processes (pyproject's -n 2): one torch thread each, so that the two do not fight over the
+# machine's cores (a CI runner has two).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 from transformers import BertConfig, BertForPreTraining, GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 from tests.helpers import TINY_VOCAB  # noqa: E402
@@ -88,6 +93,18 @@ def bundled():
     from lmviz.models.loading import load_causal_lm
 
     return load_causal_lm()
+
+
+# Tests that must not run beside their own kind: the browser tests share one Streamlit server and its log, and
+# two of them at once on a 2-core machine miss their timeouts; Ray is one cluster per machine.
+ONE_WORKER = {"tests/e2e/": "browser", "tests/serving/test_ray_scorer.py": "ray"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for prefix, group in ONE_WORKER.items():
+            if item.nodeid.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -71,7 +71,9 @@ def _load_from_gguf(gguf: Path, progress: Progress):
 
 def _save_atomically(model, tokenizer, folder: Path) -> str | None:
     """Write the model folder; returns a warning sentence if the cache cannot be written."""
-    partial = folder.with_name(folder.name + ".partial")
+    # One partial folder per process: two processes that dequantise at once (two test workers, two replicas on
+    # their first start) must not write into, or delete, each other's.
+    partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
     try:
         shutil.rmtree(partial, ignore_errors=True)
         model.save_pretrained(partial)
@@ -80,6 +82,8 @@ def _save_atomically(model, tokenizer, folder: Path) -> str | None:
         return None
     except OSError as error:
         shutil.rmtree(partial, ignore_errors=True)
+        if folder.is_dir():  # renamed there whole, so complete
+            return None  # another process saved the same weights first
         return (f"lmviz could not save the dequantised model in its cache folder ({error.strerror or error}), "
                 "so every new start of the app will dequantise it again; set LMVIZ_CACHE to a writable folder.")
 

@@ -5,6 +5,7 @@ revealed, a second vote beside the first, and Close. The projector's numbers are
 leaves the address bar, and the join page fits a phone without scrolling sideways."""
 
 import re
+import time
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -222,8 +223,14 @@ def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(b
     expect(queue.get_by_text(HOSTILE, exact=True)).to_be_visible()
     row = queue.locator("[data-testid='stHorizontalBlock']").filter(has_text=HOSTILE)
     row.get_by_role("button", name="Approve").click()
+    # A click in a fragment waits for the run in progress: on a loaded CI runner that took more than 15 s. The store
+    # is asked first, so that a lost click and a slow page fail with different messages.
+    deadline = time.monotonic() + 60
+    while not store.sentences(code) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert [s.sentence for s in store.sentences(code)] == [HOSTILE], "the click on Approve never reached the store"
     approved = projector.locator(".st-key-live-sentences [data-testid='stTable']").filter(has_text="rank")
-    expect(approved.get_by_text(HOSTILE, exact=True)).to_be_visible(timeout=POLL_MS)  # as typed: text, not markup
+    expect(approved.get_by_text(HOSTILE, exact=True)).to_be_visible(timeout=60_000)  # as typed: text, not markup
     assert projector.locator("img[src='x']").count() == 0 and approved.locator("strong").count() == 0
     expect(queue.get_by_text("Dogs bark.", exact=True)).to_be_visible()  # still open, the others still waiting
     assert [s.sentence for s in store.sentences(code)] == [HOSTILE]
