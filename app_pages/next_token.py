@@ -5,6 +5,7 @@ from lmviz.app import url_state
 from lmviz.app.byte_pieces import explain_byte_pieces
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
 from lmviz.app.chrome import intro, key_table, stop_page, term
+from lmviz.app.loss_options import loss_options
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import metric_row, result_panel, show_chart, show_code
@@ -186,6 +187,8 @@ if true_next is not None:
     st.page_link("app_pages/your_sentence.py", label="Score the whole text with Your sentence",
                  icon=":material/edit_note:", query_params={
                      "text": whole_text, "bos": "1" if add_bos else "0", "model": loaded.name})
+    loss_options("next", logits.logits.double().unsqueeze(0), [true_next.token_id],
+                 [f"the next token {true_next.token}"])
 
 st.subheader(f"2. The {DEFAULT_TOP_K} most likely next tokens at T = {temperature:g}")
 true_index = top_ids.index(true_next.token_id) if true_next is not None and true_next.token_id in top_ids else None

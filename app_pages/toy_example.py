@@ -5,6 +5,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.chrome import chart_font_px, intro, key_table, readable_table, stop_page, term
+from lmviz.app.loss_options import loss_options
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_chart, show_code
@@ -220,6 +221,8 @@ with st.expander("The curve of -log p, with this sentence's five labels on it (a
     names = [f"{t}: {w}" for t, w in enumerate(walk["labels"])]
     show_chart(plots.nll_curve(walk["p_label"], names, walk["loss"], walk["uniform_loss"], font_px=chart_font_px()),
                key="toy_nll_curve")
+
+loss_options("toy", toy.logits(probs), labels, row_names)
 
 st.subheader("4. How training lowers the loss: the gradient, and one step")
 st.markdown(

@@ -186,9 +186,9 @@ intro(
 with st.expander("What the model learns from: lmviz's generated stories"):
     st.markdown("lmviz writes short stories with a random generator of its own, so it knows the exact "
                 "probability of every story it writes. Divided by the number of tokens, -log of it is the "
-                "stories' own entropy: on average, no model that predicts each **next** token from the ones "
-                "before it can score below it. A masked LM is not bound by it: it sees the words on both sides "
-                "of a gap, which tell it more than the words before. Three examples:")
+                f"stories' own {term('entropy', 'entropy')}: on average, no model that predicts each **next** "
+                "token from the ones before it can score below it. A masked LM is not bound by it: it sees the "
+                "words on both sides of a gap, which tell it more than the words before. Three examples:")
     for text in stories_example(0):
         st.text(text)
 

@@ -25,7 +25,8 @@ def fmt(value: float, digits: int = LOSS_DIGITS) -> str:
         return "not a number"
     if math.isinf(value):
         return "∞" if value > 0 else "-∞"
-    return f"{value:.{digits}f}"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # -1e-17 is 0.00000, not -0.00000
 
 
 def fmt_signed(value: float, digits: int = LOSS_DIGITS) -> str:

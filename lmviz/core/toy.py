@@ -165,4 +165,6 @@ def walkthrough(probs: torch.Tensor | None = None) -> dict:
         "vocab_size": len(VOCAB),
         "uniform_loss": math.log(len(VOCAB)),
         "impossible": impossible_positions(probs),  # p(label) = 0: -log p and the loss are infinite
+        # each row's mean -log p over all 10 words, label smoothing's other term: ∞ where a word has p = 0
+        "mean_nll_all": (-probs.log().mean(dim=-1)).tolist(),
     }

@@ -306,6 +306,28 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
               "|g| is far below ε (as many of an embedding's weights are: the rows of tokens a text neither holds "
               "nor makes likely get tiny gradients). "
               "torch.optim.AdamW's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2."),
+    "entropy": (("entropy",),
+                "H = −Σ p ln p over the outcomes of a distribution, in nats: the mean −ln p a guesser pays when the "
+                "outcomes come as often as its own probabilities say. 0 when one outcome is certain, ln C when all "
+                "C outcomes are equally likely. A position's entropy is about the model's whole guess; its −log p of "
+                "the label is about the one token that came, so a model can be sure (low H) and wrong (high −log p)."),
+    "label smoothing": (("label smoothing",),
+                        "A change of the cross-entropy's target: 1 − ε + ε/C on the label and ε/C on each of the "
+                        "other classes, instead of 1 and 0 (C classes: a language model's whole vocabulary). Each "
+                        "position's loss becomes (1 − ε)·(−log p_label) + ε·(1/C)·Σ_c (−log p_c), which "
+                        "torch.nn.functional.cross_entropy computes with label_smoothing=ε; its minimum is no longer "
+                        "at p_label = 1, so the model is kept from being sure."),
+    "z-loss": (("z-loss",),
+               "An extra loss on the softmax's normaliser: coefficient × (log Z)², where log Z = log Σ_j e^(z_j) "
+               "over a position's logits, averaged over the positions (PaLM, with coefficient 1e-4; OLMo). The "
+               "cross-entropy does not change when a constant is added to every logit, so alone it lets the logits "
+               "drift to large values; the z-loss pulls log Z towards 0, which keeps them in a range that half "
+               "precision holds."),
+    "soft-cap": (("soft-cap", "soft-capping", "soft-capped"),
+                 "A smooth limit on the logits before the softmax: z ← c·tanh(z/c), about z where |z| is well below "
+                 "c and never past ±c. Gemma 2 caps its output logits at c = 30 (final_logit_softcapping), nanochat "
+                 "at 15. It bounds how sure the model can be: with every logit within ±c, no probability is above "
+                 "e^(2c) times another."),
 }
 
 
@@ -315,7 +337,7 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
 # link, and on a term of the glossary the page uses without declaring it.
 LESSON_TERMS: dict[str, tuple[str, ...]] = {
     "toy": ("label", "greedy decoding", "perplexity", "logit", "log-probability", "softmax", "gradient",
-            "learning rate", "SGD", "optimizer step", "AdamW"),
+            "learning rate", "SGD", "optimizer step", "AdamW", "label smoothing", "z-loss", "soft-cap", "entropy"),
     "sentence": ("token", "label", "log-probability", "cross-entropy", "softmax", "byte piece"),
     "next-token": ("token", "logit", "softmax", "temperature", "log-probability", "greedy decoding", "sampling",
                    "seed", "byte piece"),
@@ -336,7 +358,7 @@ LESSON_TERMS: dict[str, tuple[str, ...]] = {
     "nsp": ("token", "logit", "softmax", "label", "cross-entropy", "[CLS] / [SEP] / [MASK]", "sigmoid",
             "binary cross-entropy"),
     "bert-loss": ("label", "[CLS] / [SEP] / [MASK]", "MLM weight / NSP weight"),
-    "train": ("token", "nats", "perplexity", "unigram entropy"),
+    "train": ("token", "nats", "perplexity", "unigram entropy", "entropy"),
     "bpb": ("token", "label", "log-probability", "nats", "perplexity", "UTF-8", "byte piece", "bits per byte",
             "byte perplexity", "word perplexity", "BOS / EOS", "context length", "window", "stride"),
 }

@@ -67,7 +67,7 @@ PATH = (
            "A 10-word vocabulary and the sentence *I love dogs not cats*: the [[labels|label]] are the input shifted "
            "by one place, the probability of each true next word is picked out of a table, and the loss is the mean "
            "of their negative logarithms, **0.86302**. Change the probabilities and watch the loss follow.",
-           "lmviz.core.toy", ("nll", "uniform", "largest", "gradient", "rises")),
+           "lmviz.core.toy", ("nll", "uniform", "largest", "gradient", "rises", "smoothed")),
     Lesson("your_sentence", "sentence", "Your sentence", "Your sentence: a real model's loss, token by token",
            ":material/edit_note:",
            "how a real model's loss is the mean of one -log p per predicted token, and which tokens cost the most",

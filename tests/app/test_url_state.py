@@ -47,7 +47,8 @@ TEXT_NOT_KEPT = {"train_text"}
 # cells of the Toy example's table, {row: {word: p}}). Between them they set every input the page keeps, those
 # drawn only once another input shows them included.
 LINKS = {
-    "toy_example": [{"toy_edits": {1: {"love": 0.9}, 4: {"cats": 0.25, "</s>": 0.5}}, "toy_learning_rate": 3.0}],
+    "toy_example": [{"toy_edits": {1: {"love": 0.9}, 4: {"cats": 0.25, "</s>": 0.5}}, "toy_learning_rate": 3.0,
+                     "toy_smoothing": 0.2, "toy_z_loss": 1e-3, "toy_shift": -5.0, "toy_soft_cap": 5.0}],
     "your_sentence": [
         {"text": "I love dogs not cats.", "bos": True, "sentence_top": True, "sentence_compare": True,
          "sentence_b": "I love cats not dogs."},

@@ -63,3 +63,17 @@ def test_a_phone_finds_the_costliest_row_from_the_question_s_table(edits):
     rows = table_rows(question)
     assert [row["row"] for row in rows] == list(question.choices)
     assert min(rows, key=lambda row: float(row["p(true word)"]))["row"] == question.answer
+
+
+@pytest.mark.parametrize("edits, row", [({}, 0), ({0: {"am": 0.0}}, 1), ({4: {"cats": 2.0}}, 0)])
+def test_the_smoothing_question_is_pytorchs_label_smoothed_loss_of_its_row(edits, row):
+    """Row 0 unless one of its words has p = 0 (its mean -log p would be ∞): then the next row."""
+    question = questions_for(edits, 1.0)["smoothed"]
+    z = torch.tensor(by_hand(edits)["rows"], dtype=torch.float64).log()
+    expected = F.cross_entropy(z[row:row + 1], torch.tensor(LABELS[row:row + 1]), label_smoothing=0.1)
+    assert question.answer == pytest.approx(expected.item(), abs=1e-12)
+    assert question.ask.startswith(f"Row {row}: ") and "ε = 0.1" in question.ask
+
+
+def test_with_a_zero_in_every_row_there_is_no_smoothing_question():
+    assert "smoothed" not in questions_for({t: {"<s>": 0.0} for t in range(5)}, 1.0)

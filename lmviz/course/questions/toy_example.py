@@ -10,6 +10,7 @@ from lmviz.course.quiz import Question
 
 # The positions the gradient questions ask about: fixed, so that a question keeps its place whatever the table.
 GRADIENT_ROW, RISE_ROW = 4, 1  # RISE_ROW: where greedy decoding picks another word than the true one
+SMOOTHING = 0.1  # the ε the smoothing question asks about: the options fold's first setting
 
 
 def build_questions(walk: dict, step: dict) -> list[Question]:
@@ -40,7 +41,7 @@ def build_questions(walk: dict, step: dict) -> list[Question]:
         hint="the smaller the true word's probability, the larger its -log p: compare the ✓ cells of the table.",
         choices=tuple(rows),
         table=(("row", "p(true word)"), *((rows[t], fmt_prob(walk["p_label"][t])) for t in walk["positions"]))))
-    return questions + gradient_questions(walk, step, rows)
+    return questions + gradient_questions(walk, step, rows) + smoothing_questions(walk, rows)
 
 
 def gradient_questions(walk: dict, step: dict, rows: list[str]) -> list[Question]:
@@ -66,3 +67,20 @@ def gradient_questions(walk: dict, step: dict, rows: list[str]) -> list[Question
              "and after.",
         choices=("it rises", "it stays the same", "it falls")))
     return questions
+
+
+def smoothing_questions(walk: dict, rows: list[str]) -> list[Question]:
+    """Label smoothing on the first row whose every word has p above 0 (else its mean -log p is ∞)."""
+    t = next((t for t, mean in enumerate(walk["mean_nll_all"]) if mean != float("inf")), None)
+    if t is None:
+        return []
+    nll, mean, e = walk["nll"][t], walk["mean_nll_all"][t], SMOOTHING
+    answer = (1 - e) * nll + e * mean
+    return [Question(
+        "smoothed", f"Row {rows[t]}: -log p(label) = {fmt(nll)}, and the mean -log p over all {walk['vocab_size']} "
+                    f"words is {fmt(mean)}. With label smoothing ε = {e:g}, what does this row add to the loss?",
+        answer,
+        reason=f"(1 − ε)·(-log p(label)) + ε·(the mean over all words) = {1 - e:g} × {fmt(nll)} + {e:g} × "
+               f"{fmt(mean)} = {fmt(answer)}.",
+        hint="the target puts 1 − ε on the label and spreads ε over all the words; the fold “A trainer's "
+             "options for this loss” has both numbers for every row.")]
