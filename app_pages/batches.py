@@ -16,16 +16,24 @@ from lmviz.core.text import boundary_token_note, end_token_id, escape_markdown, 
 from lmviz.course.questions.batches import build_questions
 from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.lessons.batches import (
+    DOCUMENT_MASK,
     MAX_BATCH_SENTENCES,
+    NAIVE,
+    PACKINGS,
+    POSITIONS_ONLY,
+    TRANSFORMERS_VERSION,
     batch_losses,
     count_items,
     encode_sentences,
     gradient_accumulation,
     labels_for,
     nll_under_labels,
+    pack,
+    packed_losses,
     pad_batch,
     position_ids_for,
     reorderings,
+    slots,
 )
 from lmviz.serving.scorer import CausalScorer
 
@@ -61,6 +69,12 @@ def accumulate(_scorer: CausalScorer, model_key: tuple, text: str, sequences: li
     ids, mask = pad_batch(sequences, pad_id, "right")
     return _scorer.run(lambda loaded: gradient_accumulation(loaded.model, ids, mask, labels_for(ids, mask),
                                                             micro_batch_size), text)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def packed_rows(_scorer: CausalScorer, model_key: tuple, text: str, sequences: list) -> dict:
+    """Per text, per model: the sentences packed in one row, each way."""
+    return _scorer.run(lambda loaded: {way: packed_losses(loaded.model, sequences, way) for way in PACKINGS}, text)
 
 
 def pad_assignment(tokenizer, end_id: int) -> str:
@@ -252,5 +266,54 @@ else:
     st.markdown("The model is never asked to predict the end of a text, so it never learns to stop. "
                 "Build the labels from the attention mask, or pad with a token that never ends a text.")
 
-show_code(pad_batch, labels_for, position_ids_for, count_items, batch_losses, gradient_accumulation, encode_sentences)
+st.subheader("6. Packing: the sentences in one row, without padding")
+try:
+    scorer, packed = scored_with_cpu_fallback(scorer, lambda s: packed_rows(s, s.cache_key, text, sequences))
+except (NothingToScore, NotEnoughMemory) as problem:
+    show_problem(problem)
+    stop_page()
+room = slots(sequences)
+st.markdown(f"The padded batch has {len(sequences)} rows × {room.padded // len(sequences)} positions = "
+            f"{room.padded} slots for {room.tokens} tokens: the model computes {room.padding} pads the loss ignores. "
+            f"{term('Packing', 'packing')} puts the {room.tokens} tokens in one row instead, one sentence after "
+            f"another; it is correct only with a {term('document mask', 'document mask')}.")
+left, middle, end, last = st.columns(4)
+left.metric("Padded batch: token-weighted loss", fmt(right.token_weighted_mean))
+middle.metric("Packed, document mask", fmt(packed[DOCUMENT_MASK].loss))
+end.metric("Packed, position ids only", fmt(packed[POSITIONS_ONLY].loss))
+last.metric("Packed naively", fmt(packed[NAIVE].loss))
+masked, naive = packed[DOCUMENT_MASK], packed[NAIVE]
+st.markdown(
+    f"- **Document mask**: the positions restart at 0 with each sentence, each sentence attends only to its own "
+    f"tokens, and each sentence's first token gets the label {IGNORE_INDEX}. It counts {masked.counted} "
+    f"predictions and gives the padded batch's loss (they differ by "
+    f"{fmt_gap(abs(masked.loss - right.token_weighted_mean))}, float32 rounding of another forward).\n"
+    f"- **Position ids only**: the same positions and labels, but each sentence after the first attends to the "
+    f"ones before it in the row, so its -log p are not its own: {fmt(packed[POSITIONS_ONLY].loss)}.\n"
+    f"- **Naive**: one causal mask over the whole row, positions 0 to {len(naive.input_ids) - 1}, and every next "
+    f"token is a label, the next sentence's first token too, predicted from the end of the one before: "
+    f"{naive.counted} predictions, {naive.counted - masked.counted} of them across a boundary, and "
+    f"{fmt(naive.loss)}.")
+st.caption(f"transformers {TRANSFORMERS_VERSION} builds the document mask itself from position ids that restart, "
+           "but only when the model is given no attention mask and no cache: an attention mask of ones, or "
+           "use_cache=True (a causal LM's default outside training), silently turns it off, and the row is scored "
+           "as “position ids only”. This page's forward passes neither, with use_cache=False.")
+with st.expander("Every token of the packed row, three ways, beside the padded batch (a table)"):
+    ids, positions, labels, documents = pack(sequences, DOCUMENT_MASK)
+    padded_under = [v for row, length in zip(nll_under_labels(right), map(len, sequences)) for v in row[:length]]
+
+    def shown_nll(values: list) -> list[str]:
+        return ["" if v is None else fmt(v) for v in values]
+
+    key_table(pd.DataFrame({
+        "sentence": [d + 1 for d in documents], "token": [token(i) for i in ids], "position id": positions,
+        "label": labels, "-log p, padded batch": shown_nll(padded_under),
+        "document mask": shown_nll(masked.nll), "position ids only": shown_nll(packed[POSITIONS_ONLY].nll),
+        "naive": shown_nll(naive.nll),
+    }), "batch-packed.csv", hide_index=True)
+    st.caption(f"Each -log p stands under the label it scores. The label {IGNORE_INDEX} at each sentence's first "
+               "token is what transformers' DataCollatorWithFlattening puts there; naive packing scores that token.")
+
+show_code(pad_batch, labels_for, position_ids_for, count_items, batch_losses, gradient_accumulation, encode_sentences,
+          pack, packed_losses)
 check_yourself("batches", build_questions(*results["right"][1:]))  # its mask, labels and losses

@@ -306,6 +306,17 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
               "|g| is far below ε (as many of an embedding's weights are: the rows of tokens a text neither holds "
               "nor makes likely get tiny gradients). "
               "torch.optim.AdamW's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2."),
+    "packing": (("packing", "packed"),
+                "Putting several training texts one after another in one row, instead of one per row with padding: "
+                "no slot is spent on pads. It is correct only with a document mask; without one, each text attends "
+                "to the texts before it in the row, and the first token of each is scored as if it followed the "
+                "one before. transformers' DataCollatorWithFlattening packs a batch so; TRL's SFT trainer packs by "
+                "default."),
+    "document mask": (("document mask",),
+                      "What makes a packed row score each text as if it were alone: attention within each text only "
+                      "(a block-diagonal causal mask), position ids that restart at 0 with each text, and the label "
+                      "-100 at each text's first token, which nothing in its own text comes before. Then the packed "
+                      "loss equals the token-weighted loss of the same texts padded."),
     "entropy": (("entropy",),
                 "H = −Σ p ln p over the outcomes of a distribution, in nats: the mean −ln p a guesser pays when the "
                 "outcomes come as often as its own probabilities say. 0 when one outcome is certain, ln C when all "
@@ -353,7 +364,7 @@ LESSON_TERMS: dict[str, tuple[str, ...]] = {
                 "KL divergence", "reverse KL", "JSD", "β (beta)", "temperature", "gradient",
                 "temperature in distillation", "greedy decoding", "cross-entropy", "log-probability", "on-policy",
                 "advantage", "SGD", "learning rate"),
-    "batches": ("token", "label", "padding", "-100 / ignore_index", "chat template"),
+    "batches": ("token", "label", "padding", "-100 / ignore_index", "chat template", "packing", "document mask"),
     "masked-lm": ("token", "label", "-100 / ignore_index", "WordPiece ##", "[CLS] / [SEP] / [MASK]", "seed"),
     "nsp": ("token", "logit", "softmax", "label", "cross-entropy", "[CLS] / [SEP] / [MASK]", "sigmoid",
             "binary cross-entropy"),

@@ -8,7 +8,12 @@ Gradient accumulation splits the batch into micro-batches and must keep that
 token-weighted mean: it sums the micro-batches' -log p and divides by the
 number of counted tokens in the whole batch (``num_items_in_batch``).
 
-Shapes: B sentences, T positions after padding, V the vocabulary.
+Packing puts the same sentences in one row instead, with no padding at all, and
+is correct only with a document mask: attention within each document, position
+ids that restart, and no label at a document's first token.
+
+Shapes: B sentences, T positions after padding, V the vocabulary; L the
+packed row's length (every sentence's tokens).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 import torch
+import transformers
 
 from lmviz.core.labels import IGNORE_INDEX
 from lmviz.core.losses import clm_loss
@@ -189,3 +195,80 @@ def gradient_accumulation(model, input_ids: torch.Tensor, attention_mask: torch.
         counts.append(count_items(labels[part]))
     return Accumulation(micro_batches=parts, micro_counts=counts, micro_means=means, micro_shares=shares,
                         averaged=sum(means) / len(means), summed=sum(shares))
+
+
+# Packing: the sentences in one row, three ways (transformers' DataCollatorWithFlattening makes the third's inputs)
+NAIVE, POSITIONS_ONLY, DOCUMENT_MASK = "naive", "position ids only", "document mask"
+PACKINGS = (NAIVE, POSITIONS_ONLY, DOCUMENT_MASK)
+# the version whose masking rule packed_losses relies on (and tests/lessons/test_batches.py checks): the page says it
+TRANSFORMERS_VERSION = transformers.__version__
+
+
+@dataclass
+class Packed:
+    """One row of packed sentences, and what one way of packing gives the model."""
+
+    way: str
+    input_ids: list[int]  # (L,) every sentence's ids, one after another
+    position_ids: list[int]  # (L,) 0..L-1 (naive), or restarting at 0 at each sentence
+    labels: list[int]  # (L,) the inputs, with IGNORE_INDEX at each sentence's first token unless naive
+    documents: list[int]  # (L,) which sentence each token is from
+    nll: list[float | None]  # (L,) -log p of the label at each position, from the prediction before it; None if
+    # nothing scores it
+    loss: float  # the model's own out.loss on the row
+    counted: int  # the predictions it averages
+
+
+def pack(sequences: list[list[int]], way: str) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(input_ids, position_ids, labels, documents) of the sentences in one row. Naive packing concatenates them
+    and scores every next token, the next sentence's first one included (predicted from the end of the one
+    before); the other two restart the positions and ignore each sentence's first token, as
+    DataCollatorWithFlattening does."""
+    if way not in PACKINGS:
+        raise ValueError(f"way must be one of {PACKINGS}; got {way!r}.")
+    ids = [i for sequence in sequences for i in sequence]
+    documents = [d for d, sequence in enumerate(sequences) for _ in sequence]
+    if way == NAIVE:
+        return ids, list(range(len(ids))), list(ids), documents
+    positions = [t for sequence in sequences for t in range(len(sequence))]
+    labels = [IGNORE_INDEX if t == 0 else i for i, t in zip(ids, positions)]
+    return ids, positions, labels, documents
+
+
+def packed_losses(model, sequences: list[list[int]], way: str) -> Packed:
+    """Score the packed row as a trainer would, each way.
+
+    The document mask is the one transformers builds itself from position ids that restart, which it does only
+    when it is given no attention mask and no cache (``masking_utils._preprocess_mask_arguments``, transformers
+    5.24): so this forward passes neither, and ``use_cache=False``, since a causal LM otherwise makes a cache of
+    its own. "position ids only" passes a mask of ones, the way a collator that pads would, which silently turns
+    the document mask off: each sentence then attends to the ones before it."""
+    ids, positions, labels, documents = pack(sequences, way)
+    device = next(model.parameters()).device
+    as_row = {"input_ids": torch.tensor([ids], device=device), "labels": torch.tensor([labels], device=device),
+              "position_ids": torch.tensor([positions], device=device), "use_cache": False}
+    if way == POSITIONS_ONLY:
+        as_row["attention_mask"] = torch.ones_like(as_row["input_ids"])
+    with torch.inference_mode():
+        out = model(**as_row)
+    _, info = clm_loss(out.logits, as_row["input_ids"], labels=as_row["labels"])
+    nll, counted = info["nll"][0].tolist(), info["counted"][0].tolist()
+    under = [None if t == 0 or not counted[t - 1] else nll[t - 1] for t in range(len(ids))]
+    return Packed(way=way, input_ids=ids, position_ids=positions, labels=labels, documents=documents, nll=under,
+                  loss=out.loss.item(), counted=int(sum(counted)))
+
+
+@dataclass
+class Slots:
+    """Where the tokens of a batch go: the padded batch's B × T slots against one packed row's L."""
+
+    tokens: int  # Σ of the sentences' lengths
+    padded: int  # B × T
+    padding: int  # padded − tokens: slots the model computes and the loss ignores
+    packed: int  # L = tokens
+
+
+def slots(sequences: list[list[int]]) -> Slots:
+    tokens = sum(map(len, sequences))
+    padded = len(sequences) * max(map(len, sequences))
+    return Slots(tokens=tokens, padded=padded, padding=padded - tokens, packed=tokens)

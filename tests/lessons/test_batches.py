@@ -14,15 +14,21 @@ from lmviz.core.numbers import PERPLEXITY_DIGITS, fmt
 from lmviz.core.text import boundary_token_note, end_token_id, escape_markdown, readable_token
 from lmviz.errors import NothingToScore
 from lmviz.lessons.batches import (
+    DOCUMENT_MASK,
     MAX_BATCH_SENTENCES,
+    NAIVE,
+    POSITIONS_ONLY,
     batch_losses,
     count_items,
     encode_sentences,
     gradient_accumulation,
     labels_for,
     nll_under_labels,
+    pack,
+    packed_losses,
     pad_batch,
     reorderings,
+    slots,
 )
 from tests.helpers import open_page, unescaped
 
@@ -334,3 +340,123 @@ def test_batches_tables_are_key_tables_in_presentation_mode():
     at.run()
     assert not at.exception
     assert len(at.dataframe) == 0 and len(at.table) == 6
+
+
+# Packing
+
+PACKED_TEXTS = ["I love dogs.", "The cat sat on the mat.", "Paris is in France."]
+
+
+def separate_nll(model, sequences) -> list[float | None]:
+    """Each sentence scored in a forward of its own, the reference a packed row must reproduce: -log p under each
+    label, None under each sentence's first token."""
+    under = []
+    for sequence in sequences:
+        ids = torch.tensor([sequence])
+        with torch.no_grad():
+            logits = model(ids, use_cache=False).logits[0]
+        nll = F.cross_entropy(logits[:-1], ids[0, 1:], reduction="none").tolist()
+        under += [None, *nll]
+    return under
+
+
+def close(a: list, b: list, tolerance: float) -> bool:
+    return all((x is None) == (y is None) and (x is None or abs(x - y) <= tolerance) for x, y in zip(a, b, strict=True))
+
+
+def test_packed_labels_and_positions_are_transformers_flattening_collators(bundled):
+    from transformers import DataCollatorWithFlattening
+
+    sequences = encode_sentences(bundled.tokenizer, PACKED_TEXTS)
+    theirs = DataCollatorWithFlattening(return_tensors="pt")([{"input_ids": s} for s in sequences])
+    for way in (POSITIONS_ONLY, DOCUMENT_MASK):
+        ids, positions, labels, documents = pack(sequences, way)
+        assert ids == theirs["input_ids"][0].tolist()
+        assert labels == theirs["labels"][0].tolist()
+        assert positions == theirs["position_ids"][0].tolist()
+        assert documents == [d for d, s in enumerate(sequences) for _ in s]
+    ids, positions, labels, _ = pack(sequences, NAIVE)
+    assert labels == ids and positions == list(range(len(ids)))
+
+
+def test_the_document_mask_gives_each_sentence_its_separate_loss_and_the_padded_batchs(bundled):
+    """The packed row with a document mask scores every token as the sentence's own forward does (≤ 5e-5 in
+    float32), so its loss is the padded batch's token-weighted loss. If the forward passed an attention mask or
+    used a cache, transformers would build no document mask and this test would fail (the next one shows it)."""
+    model = bundled.model
+    sequences = encode_sentences(bundled.tokenizer, PACKED_TEXTS)
+    packed = packed_losses(model, sequences, DOCUMENT_MASK)
+    assert close(packed.nll, separate_nll(model, sequences), 5e-5)
+    ids, mask = pad_batch(sequences, bundled.tokenizer.pad_token_id or 0, "right")
+    padded = batch_losses(model, ids, mask, labels_for(ids, mask))
+    assert packed.loss == pytest.approx(padded.token_weighted_mean, abs=5e-5)
+    assert packed.counted == int(padded.counted.sum()) == sum(len(s) - 1 for s in sequences)
+
+
+@pytest.mark.parametrize("silent_switch", [{"attention_mask": "ones"}, {"use_cache": True}])
+def test_a_mask_of_ones_or_a_cache_silently_drops_the_document_mask(bundled, silent_switch):
+    """transformers 5.24's caveat, as the page says it: the same inputs with an attention mask of ones, or with a
+    cache, let the sentences attend to each other, and the scores move far beyond float32's rounding."""
+    model = bundled.model
+    sequences = encode_sentences(bundled.tokenizer, PACKED_TEXTS)
+    ids, positions, labels, _ = pack(sequences, DOCUMENT_MASK)
+    row = {"input_ids": torch.tensor([ids]), "position_ids": torch.tensor([positions]), "use_cache": False}
+    if "attention_mask" in silent_switch:
+        row["attention_mask"] = torch.ones_like(row["input_ids"])
+    row.update({k: v for k, v in silent_switch.items() if k != "attention_mask"})
+    with torch.no_grad():
+        logits = model(**row).logits[0]
+    nll = F.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="none")
+    reference = separate_nll(model, sequences)
+    second = len(sequences[0])  # the second sentence's tokens: the first one has nothing before it to see
+    gaps = [abs(nll[t - 1].item() - reference[t]) for t in range(second + 1, len(ids)) if reference[t] is not None]
+    assert max(gaps) > 1e-2
+
+
+def test_naive_packing_scores_each_next_sentences_first_token_and_a_different_loss(bundled):
+    model = bundled.model
+    sequences = encode_sentences(bundled.tokenizer, PACKED_TEXTS)
+    naive, positions_only = (packed_losses(model, sequences, way) for way in (NAIVE, POSITIONS_ONLY))
+    reference = separate_nll(model, sequences)
+    assert naive.counted == len(naive.input_ids) - 1  # every next token, the boundaries' too
+    starts = [sum(map(len, sequences[:d])) for d in range(1, len(sequences))]
+    assert all(naive.nll[t] is not None and reference[t] is None for t in starts)
+    assert not close(naive.nll, reference, 1e-2) and abs(naive.loss - positions_only.loss) > 1e-3
+    assert positions_only.counted == sum(len(s) - 1 for s in sequences)
+    assert not close(positions_only.nll, reference, 1e-2)  # its labels are right, its attention is not
+    # naive: the model's own loss is the mean of the L − 1 next-token scores
+    assert naive.loss == pytest.approx(sum(x for x in naive.nll if x is not None) / naive.counted, abs=1e-5)
+
+
+def test_packing_wastes_no_slot_and_padding_wastes_the_difference():
+    sequences = [[1, 2, 3], [4, 5, 6, 7, 8], [9, 10]]
+    counted = slots(sequences)
+    assert (counted.tokens, counted.padded, counted.padding, counted.packed) == (10, 15, 5, 10)
+    with pytest.raises(ValueError, match="way must be one of"):
+        pack(sequences, "zigzag")
+
+
+def test_the_batches_page_packs_its_sentences_as_the_references_do(bundled):
+    """Section 6's metrics: the document mask's loss is the sentences' separate forwards' token-weighted mean, the
+    naive one a plain forward of the concatenated ids with the model's own loss; and the page names the
+    transformers version whose rule it relies on."""
+    import transformers
+
+    at = open_page("app_pages/batches.py")
+    assert not at.exception, at.exception
+    shown = {m.label: m.value for m in at.metric}
+    sentences = [line for line in at.text_area(key="batch_text").value.splitlines() if line.strip()]
+    sequences = encode_sentences(bundled.tokenizer, sentences)
+    separate = [v for v in separate_nll(bundled.model, sequences) if v is not None]
+    assert shown["Packed, document mask"] == fmt(sum(separate) / len(separate))
+    assert shown["Padded batch: token-weighted loss"] == fmt(sum(separate) / len(separate))
+    ids = torch.tensor([[i for s in sequences for i in s]])
+    with torch.no_grad():
+        naive = bundled.model(ids, labels=ids, use_cache=False).loss.item()
+    assert shown["Packed naively"] == fmt(naive)
+    assert shown["Packed, position ids only"] not in (shown["Packed, document mask"], shown["Packed naively"])
+    said = " ".join(c.value for c in at.caption)
+    assert f"transformers {transformers.__version__} builds the document mask itself" in said
+    tokens, width = sum(map(len, sequences)), max(map(len, sequences))
+    assert any(f"{len(sequences)} rows × {width} positions = {len(sequences) * width} slots for {tokens} tokens"
+               in m.value for m in at.markdown)
