@@ -270,6 +270,53 @@ st.caption(escape_markdown(
      "It did not fall: at this rate the steps overshoot. At a smaller rate, steps on one text make the model "
      "memorise it, its loss heading towards 0.")))
 
+CLIPS = ("off", 10.0, 1.0, 0.1)  # 1.0: transformers' Trainer's max_grad_norm
+WARMUPS = ("off", 0, 1, 2, 5)
+with st.expander("A trainer's options for these steps: gradient clipping, and a warm-up then a cosine decay"):
+    clip_column, warmup_column = st.columns(2)
+    clip = url_state.linked(url_state.choice("step_max_norm", "off", CLIPS), clip_column.select_slider,
+                            "Clip the gradient's norm at", CLIPS, format_func=str)
+    warmup = url_state.linked(url_state.choice("step_warmup", "off", WARMUPS), warmup_column.select_slider,
+                              "Warm-up steps, then a cosine decay", WARMUPS, format_func=str)
+    st.markdown(
+        f"**Clipping** by the global norm (`torch.nn.utils.clip_grad_norm_`, transformers' Trainer clips at 1.0 by "
+        "default): when ‖g‖ over every weight is above the limit, every entry of g is multiplied by "
+        "limit / (‖g‖ + 10⁻⁶), so the gradient keeps its direction and its length becomes the limit. **A warm-up "
+        f"then a cosine decay** (transformers' `get_cosine_schedule_with_warmup`): the rate climbs from 0 to lr = "
+        f"{lr:g} over the warm-up steps, then falls along half a cosine towards 0 at the end of the {result.steps} "
+        "steps.")
+    if clip == "off" and warmup == "off":
+        st.caption("Turn either on to take the same steps with it, beside the steps above.")
+    else:
+        try:
+            with step_status("Taking the steps with these options…", "sgd") as report:
+                scorer, trained = scored_with_cpu_fallback(scorer, lambda s: cached_sgd_steps(
+                    s, s.cache_key, text, float(lr), int(steps), None, report,
+                    max_norm=None if clip == "off" else float(clip), warmup=None if warmup == "off" else int(warmup)))
+        except (NothingToScore, BadInput, NotEnoughMemory) as problem:
+            show_problem(problem)
+        else:
+            before_column, plain_column, with_column = st.columns(3)
+            before_column.metric("Loss before", fmt(trained.losses[0]))
+            plain_column.metric(f"After {plural(result.steps, 'step')}, plain", fmt(losses[-1]))
+            with_column.metric(f"After {plural(result.steps, 'step')}, with these options", fmt(trained.losses[-1]))
+            table = {"step": list(range(1, trained.steps + 1)), "rate": [f"{r:.3g}" for r in trained.rates],
+                     "‖g‖": [fmt_norm(n) for n in trained.grad_norms]}
+            if trained.max_norm is not None:
+                table["clip factor"] = [f"{f:.4g}" for f in trained.clip_factors]
+                table["‖g‖ after clipping"] = [fmt_norm(n * f) for n, f in zip(trained.grad_norms,
+                                                                                trained.clip_factors)]
+            table["loss after the step"] = [fmt(v) for v in trained.losses[1:]]
+            key_table(pd.DataFrame(table), "step-options.csv", hide_index=True)
+            if trained.max_norm is not None:
+                clipped = sum(f < 1 for f in trained.clip_factors)
+                st.caption(f"{clipped} of the {trained.steps} steps were clipped. A clipped step moves every weight "
+                           "by rate × factor × its gradient: with plain SGD, clipping is a smaller rate for that "
+                           "step, chosen by the gradient's length.")
+            if trained.warmup is not None and trained.warmup > 0:
+                st.caption(f"The first step's rate is 0 (t / warm-up at t = 0), so it changes no weight: the loss "
+                           f"after it is the loss before, {fmt(trained.losses[1])}.")
+
 st.subheader("6. AdamW's first step")
 if url_state.linked(url_state.flag("step_adamw"), st.toggle, "Compute AdamW's first step on the output matrix",
                    help="Another forward and backward pass. AdamW keeps m and v, each the size of the weights it "

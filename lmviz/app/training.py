@@ -27,10 +27,10 @@ def cached_gradient(_scorer: CausalScorer, model_key: tuple, text: str):
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_sgd_steps(_scorer: CausalScorer, model_key: tuple, text: str, lr: float, steps: int, other: str | None,
-                     _progress=None):
+                     _progress=None, max_norm: float | None = None, warmup: int | None = None):
     try:
         return _scorer.run(lambda loaded: gated("sgd", loaded, lambda: sgd_steps(
-            loaded, text, lr, steps, other, progress=_progress)), text, other)
+            loaded, text, lr, steps, other, progress=_progress, max_norm=max_norm, warmup=warmup)), text, other)
     finally:
         return_freed_memory()
 

@@ -28,7 +28,7 @@ import copy
 import ctypes
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import torch
@@ -91,6 +91,20 @@ def check_steps(steps: int) -> int:
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
         raise BadInput(f"The number of steps must be a whole number from 1 to {MAX_STEPS}; got {steps!r}.")
     return steps
+
+
+def check_max_norm(max_norm: float | None) -> float | None:
+    is_number = isinstance(max_norm, (int, float)) and not isinstance(max_norm, bool)
+    if max_norm is not None and not (is_number and math.isfinite(max_norm) and max_norm > 0):
+        raise BadInput(f"The gradient's largest norm must be a number above 0 (for example 1.0); got {max_norm!r}.")
+    return None if max_norm is None else float(max_norm)
+
+
+def check_warmup(warmup: int | None, steps: int) -> int | None:
+    if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup < steps):
+        raise BadInput(f"The warm-up must be a whole number of steps from 0 to {steps - 1}, fewer than the "
+                       f"{steps} steps; got {warmup!r}.")
+    return warmup
 
 
 def check_weight_decay(weight_decay: float) -> float:
@@ -316,9 +330,28 @@ class SgdSteps:
     step_seconds: list[float]  # forward, backward and update of each step
     seconds: float  # the whole call, the scoring included
     device: str
+    rates: list[float] = field(default_factory=list)  # each step's rate: lr throughout, or the schedule's
+    max_norm: float | None = None  # the gradient clipped to this norm (None: not clipped)
+    clip_factors: list[float] = field(default_factory=list)  # each step's min(1, max_norm / (‖g‖ + 1e-6))
+    warmup: int | None = None  # warm-up steps before the cosine (None: a constant rate)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def cosine_rates(lr: float, steps: int, warmup: int) -> list[float]:
+    """Each step's rate under a linear warm-up then a cosine decay to 0, step t = 0, 1, …, steps − 1:
+    lr · t / warmup during the warm-up, then lr · ½(1 + cos(π (t − warmup) / (steps − warmup))), as transformers'
+    get_cosine_schedule_with_warmup(num_warmup_steps=warmup, num_training_steps=steps). The first step of a
+    warm-up has rate 0: the schedule starts from nothing."""
+    return [lr * t / warmup if t < warmup else lr * 0.5 * (1 + math.cos(math.pi * (t - warmup) / (steps - warmup)))
+            for t in range(steps)]
+
+
+def clip_factor(norm: float, max_norm: float) -> float:
+    """torch.nn.utils.clip_grad_norm_'s factor: every gradient entry is multiplied by max_norm / (‖g‖ + 1e-6)
+    when that is below 1, so the gradient keeps its direction and its norm becomes (about) max_norm."""
+    return min(1.0, max_norm / (norm + 1e-6))
 
 
 SQUARES_CHUNK = 1 << 16  # numbers cast to float64 at a time: a chunk stays in the CPU's cache
@@ -368,16 +401,39 @@ def _sgd_step(module, input_ids: torch.Tensor, lr: float) -> tuple[torch.Tensor,
     return nll.detach(), descend(module, nll.mean(), lr)
 
 
+def _clipped_sgd_step(module, input_ids: torch.Tensor, lr: float, max_norm: float
+                      ) -> tuple[torch.Tensor, float, float]:
+    """One SGD step with the gradient clipped to ``max_norm``: (the text's -log p before it, ‖g‖, the factor).
+    Clipping needs the norm over every weight before any weight moves, so this step keeps a whole set of gradients
+    (as torch.optim does), where _sgd_step updates each weight inside the backward pass."""
+    nll = F.cross_entropy(_logits(module, input_ids)[:-1], input_ids[1:], reduction="none")
+    nll.mean().backward()
+    trained = [p for p in module.parameters() if p.grad is not None]
+    norm = math.sqrt(math.fsum(squared_norm(p.grad) for p in trained))
+    factor = clip_factor(norm, max_norm)
+    for param in trained:  # into the gradient's own tensor, as descend does: the shared weights are never written
+        param.data = torch.add(param.detach(), param.grad, alpha=-lr * factor, out=param.grad)
+        param.grad = None
+    return nll.detach(), norm, factor
+
+
 def sgd_steps(loaded, text: str, lr: float, steps: int = 1, other_text: str | None = None, add_bos: bool = False,
-              max_tokens: int = STEP_MAX_TOKENS, progress: Progress | None = None) -> SgdSteps:
+              max_tokens: int = STEP_MAX_TOKENS, progress: Progress | None = None, max_norm: float | None = None,
+              warmup: int | None = None) -> SgdSteps:
     """``steps`` steps of SGD at rate ``lr`` on every weight of ``loaded``'s model, to lower ``text``'s loss;
     ``other_text`` (optional) is scored before, after the first step and after the last, never learnt.
 
     The shared model is not changed (see ``private_copy``). ``progress(fraction, words)`` is called after
     each step. Raises BadInput for a learning rate or a number of steps it cannot use, NothingToScore for a
     text with nothing to predict, and OtherTextUnusable (a NothingToScore) when only ``other_text`` has nothing
-    to predict, so that a page can take the steps without it."""
+    to predict, so that a page can take the steps without it.
+
+    A trainer's two options: ``max_norm`` clips each step's gradient to that norm over every weight
+    (torch.nn.utils.clip_grad_norm_), and ``warmup`` sets the rates to a warm-up of that many steps then a cosine
+    decay to 0 over the rest (``cosine_rates``), lr being the peak."""
     lr, steps = check_learning_rate(lr), check_steps(steps)
+    max_norm, warmup = check_max_norm(max_norm), check_warmup(warmup, steps)
+    rates = [lr] * steps if warmup is None else cosine_rates(lr, steps, warmup)
     request = make_request(loaded, text, add_bos, max_tokens=max_tokens)
     try:
         other = make_request(loaded, other_text, add_bos, max_tokens=max_tokens) if other_text is not None else None
@@ -387,10 +443,14 @@ def sgd_steps(loaded, text: str, lr: float, steps: int = 1, other_text: str | No
     start = time.perf_counter()
     module = private_copy(loaded.model)
     other_scores = [_token_nll(module, other_ids)] if other else []
-    scores, norms, step_seconds = [], [], []
+    scores, norms, factors, step_seconds = [], [], [], []
     for step in range(steps):
         step_start = time.perf_counter()
-        nll, norm = _sgd_step(module, ids, lr)
+        if max_norm is None:
+            nll, norm = _sgd_step(module, ids, rates[step])
+        else:
+            nll, norm, factor = _clipped_sgd_step(module, ids, rates[step], max_norm)
+            factors.append(factor)
         step_seconds.append(seconds_since(step_start, loaded.device))
         scores.append(nll)
         norms.append(norm)
@@ -408,7 +468,8 @@ def sgd_steps(loaded, text: str, lr: float, steps: int = 1, other_text: str | No
         model=loaded.name, lr=lr, steps=steps, weights=weights, losses=losses, grad_norms=norms,
         loss_rose=losses[1] > losses[0], text=_text_change(loaded, request, scores[0], scores[1], scores[-1]),
         other=_text_change(loaded, other, *other_scores[:2], other_scores[-1]) if other else None,
-        step_seconds=step_seconds, seconds=seconds_since(start, loaded.device), device=loaded.device)
+        step_seconds=step_seconds, seconds=seconds_since(start, loaded.device), device=loaded.device, rates=rates,
+        max_norm=max_norm, clip_factors=factors, warmup=warmup)
 
 
 # --- 3. AdamW's first step on one matrix ----------------------------------------------------------------

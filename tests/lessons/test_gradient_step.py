@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from lmviz.core.numbers import NORM_DIGITS
+from lmviz.core.numbers import NORM_DIGITS, fmt
 from lmviz.course.glossary import TERMS
 from lmviz.errors import LearnerError, NothingToScore, OtherTextUnusable
 from lmviz.lessons.causal_lm import analyse_clm
@@ -25,6 +25,7 @@ from lmviz.lessons.gradient_step import (
     SQUARES_CHUNK,
     STEP_BANDS,
     adamw_first_step,
+    cosine_rates,
     logit_gradient,
     output_matrix,
     private_copy,
@@ -247,6 +248,66 @@ def test_one_sgd_step_on_smollm2_is_torch_optim_sgd_on_a_copy(bundled):
     assert [r.nll_after for r in result.other.rows] == pytest.approx(reference["other"][1].tolist(), rel=1e-5)
     assert [r.prob_last for r in result.text.rows] == [r.prob_after for r in result.text.rows]  # one step: the same
     assert_untouched(bundled.model, before)
+
+
+def reference_trainer_steps(loaded, text: str, lr: float, steps: int, max_norm: float | None, warmup: int | None):
+    """torch.optim.SGD with torch.nn.utils.clip_grad_norm_ and transformers' cosine schedule with warm-up, on a deep
+    copy: the losses before and after each step, each step's rate, and clip_grad_norm_'s total norm."""
+    from transformers import get_cosine_schedule_with_warmup
+
+    model = copy.deepcopy(loaded.model).requires_grad_(True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    schedule = get_cosine_schedule_with_warmup(optimizer, warmup or 0, steps) if warmup is not None else None
+    ids = ids_of(loaded, text)
+    record = {"losses": [], "rates": [], "norms": []}
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = mean_loss(model, ids)
+        loss.backward()
+        record["losses"].append(loss.item())
+        if max_norm is not None:
+            record["norms"].append(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).item())
+        record["rates"].append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        if schedule is not None:
+            schedule.step()
+    with torch.no_grad():
+        record["losses"].append(mean_loss(model, ids).item())
+    return record
+
+
+@pytest.mark.parametrize("max_norm, warmup", [(1.0, None), (None, 2), (0.5, 1), (1e6, None)])
+def test_clipped_and_scheduled_steps_are_torch_optims_with_clip_grad_norm_and_transformers_schedule(
+        tiny, max_norm, warmup):
+    before = snapshot(tiny.model)
+    result = sgd_steps(tiny, STORY, 0.1, steps=5, max_norm=max_norm, warmup=warmup)
+    reference = reference_trainer_steps(tiny, STORY, 0.1, 5, max_norm, warmup)
+    assert result.rates == pytest.approx(reference["rates"], abs=1e-15)
+    # clip_grad_norm_ sums its norm in float32 and lmviz in float64: the factors agree to float32's rounding
+    assert result.losses == pytest.approx(reference["losses"], rel=1e-5)
+    if max_norm is None:
+        assert result.clip_factors == [] and result.max_norm is None
+    else:
+        assert result.grad_norms == pytest.approx(reference["norms"], rel=1e-5)
+        expected = [min(1.0, max_norm / (n + 1e-6)) for n in reference["norms"]]
+        assert result.clip_factors == pytest.approx(expected, rel=1e-5)
+        assert (max(result.clip_factors) < 1) == (max_norm < 1e6)  # the story's gradient is longer than 1
+    assert_untouched(tiny.model, before)
+
+
+def test_the_schedule_warms_up_from_zero_then_decays_to_nearly_zero():
+    rates = cosine_rates(1e-3, 10, 3)
+    assert rates[:3] == pytest.approx([0.0, 1e-3 / 3, 2e-3 / 3]) and rates[3] == pytest.approx(1e-3)
+    assert all(a > b for a, b in zip(rates[3:], rates[4:])) and 0 < rates[-1] < 1e-4
+    assert cosine_rates(1e-3, 4, 0)[0] == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize("max_norm, warmup, words", [(0.0, None, "above 0"), (math.inf, None, "above 0"),
+                                                     (-1.0, None, "above 0"), (None, 5, "fewer than the 5 steps"),
+                                                     (None, -1, "from 0 to 4"), (None, 1.5, "whole number")])
+def test_settings_a_trainer_refuses_get_a_sentence(tiny, max_norm, warmup, words):
+    with pytest.raises(BadInput, match=words):
+        sgd_steps(tiny, STORY, 0.1, steps=5, max_norm=max_norm, warmup=warmup)
 
 
 def test_a_rate_too_large_makes_the_loss_rise_and_says_so(bundled):
@@ -523,3 +584,31 @@ def test_the_squared_norm_a_chunk_at_a_time_is_the_float64_norms_square(size):
     reference = torch.linalg.vector_norm(tensor, dtype=torch.float64).item() ** 2
     assert squared_norm(tensor) == pytest.approx(reference, rel=1e-12)
     assert squared_norm(tensor.view(1, -1)) == pytest.approx(reference, rel=1e-12)  # any shape
+
+
+def test_the_pages_options_fold_is_torch_optims_clipped_and_scheduled_steps(bundled):
+    """One step of learning's fold at clipping 1.0 and one warm-up step, against torch.optim.SGD with
+    clip_grad_norm_ and transformers' cosine schedule on a copy; a warm-up as long as the steps gets a sentence."""
+    from tests.helpers import open_page
+
+    at = open_page("app_pages/gradient_step.py")
+    at.select_slider(key="step_max_norm").set_value(1.0)
+    at.select_slider(key="step_warmup").set_value(1)
+    at.run(timeout=600)
+    assert not at.exception, at.exception
+    fold = next(e for e in at.expander if e.label.startswith("A trainer's options for these steps"))
+    shown = {m.label: m.value for m in fold.metric}
+    steps = at.number_input(key="step_count").value
+    reference = reference_trainer_steps(bundled, at.text_area(key="step_text").value, at.select_slider(
+        key="step_lr").value, steps, 1.0, 1)
+    assert shown[f"After {steps} steps, with these options"] == fmt(reference["losses"][-1])
+    table = fold.dataframe[0].value
+    assert table["rate"].tolist() == [f"{r:.3g}" for r in reference["rates"]]
+    assert table["clip factor"].tolist() == [f"{min(1.0, 1.0 / (n + 1e-6)):.4g}" for n in reference["norms"]]
+    assert table["loss after the step"].tolist()[0] == fmt(reference["losses"][0])  # a rate of 0 changes nothing
+    assert f"{steps} of the {steps} steps were clipped" in [c.value for c in fold.caption][0]
+
+    at.select_slider(key="step_warmup").set_value(5).run(timeout=600)
+    assert not at.exception, at.exception
+    fold = next(e for e in at.expander if e.label.startswith("A trainer's options for these steps"))
+    assert any(f"fewer than the {steps} steps; got 5." in w.value for w in fold.warning)
