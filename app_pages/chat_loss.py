@@ -6,10 +6,10 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback, stop_without_chat_template
-from lmviz.app.chrome import intro, key_table, stop_page, terms_linked
+from lmviz.app.chrome import intro, key_table, stop_page, term, terms_linked
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
-from lmviz.app.widgets import result_panel, show_code
+from lmviz.app.widgets import metric_row, result_panel, show_code
 from lmviz.core.labels import IGNORE_INDEX
 from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.core.text import escape_markdown
@@ -20,11 +20,16 @@ from lmviz.figures.palettes import CHAT_ROLE_COLOURS
 from lmviz.lessons.chat_loss import (
     ANSWER,
     COMPLETION,
+    CPO_ALPHA,
     DEFAULT_BETA,
     DEFAULT_CHOSEN,
     DEFAULT_QUESTION,
     DEFAULT_REJECTED,
     EVERY,
+    KTO_BETA,
+    ORPO_LAMBDA,
+    SIMPO_BETA,
+    SIMPO_GAMMA,
     ChatTemplateError,
     analyse_sft,
     answer_and_all_token_losses,
@@ -37,6 +42,7 @@ from lmviz.lessons.chat_loss import (
     end_of_turn_positions,
     end_of_turn_sentence,
     generation_block_sentence,
+    preference_losses,
     template_sentence,
     typed_sentence,
 )
@@ -296,6 +302,41 @@ st.markdown(
 st.caption(f"At 0 the policy is the reference itself, {loaded.name}: every log-ratio is 0 and the loss is "
            f"ln 2 = {fmt(math.log(2))}, whichever answer the model prefers. DPO's loss measures how far training "
            "has moved the model's preference from where it started, not the preference itself.")
+with st.expander("The preference losses beside DPO: IPO, SimPO, ORPO and KTO, on the same two answers"):
+    n_chosen, n_rejected = compared.chosen.counted, compared.rejected.counted
+    try:
+        others = preference_losses(dpo.policy_chosen_logps, dpo.policy_rejected_logps, dpo.reference_chosen_logps,
+                                   dpo.reference_rejected_logps, n_chosen, n_rejected, DEFAULT_BETA)
+    except BadInput as problem:
+        show_problem(problem)
+    else:
+        row = metric_row()
+        for name, value in (("DPO", dpo.loss), ("IPO", others.ipo), ("SimPO (+ NLL)", others.simpo),
+                            ("ORPO", others.orpo), ("KTO", others.kto)):
+            row.metric(name, fmt(value), width="content")
+        st.markdown(
+            f"- **{term('IPO', 'IPO')}** (TRL's DPOTrainer, loss_type=\"ipo\") uses each answer's log-ratio per token: "
+            f"h = {fmt(dpo.chosen_logratio)} / {n_chosen} − ({fmt(dpo.rejected_logratio)}) / {n_rejected} = "
+            f"{fmt(others.ipo_margin)}, and the loss is (h − 1/(2β))² = ({fmt(others.ipo_margin)} − "
+            f"{fmt(1 / (2 * DEFAULT_BETA))})² = **{fmt(others.ipo)}**: a squared distance to a target margin, "
+            "where DPO's −log σ keeps pushing the margin up for ever.\n"
+            f"- **{term('SimPO', 'SimPO')}** (TRL's CPOTrainer, loss_type=\"simpo\", β = {SIMPO_BETA:g}, γ = "
+            f"{SIMPO_GAMMA:g}) needs no reference: −log σ(β · ({fmt(others.chosen_mean_logp)} − "
+            f"({fmt(others.rejected_mean_logp)})) − γ) = {fmt(others.simpo_preference)}, each log π divided by its "
+            f"answer's tokens. TRL adds cpo_alpha = {CPO_ALPHA:g} × the chosen answer's NLL, "
+            f"{fmt(-others.chosen_mean_logp)}, by default: **{fmt(others.simpo)}**.\n"
+            f"- **{term('ORPO', 'ORPO')}** (λ = {ORPO_LAMBDA:g}) needs no reference either: the log odds ratio of the "
+            f"two answers' per-token probabilities, odds = p / (1 − p), is {fmt(others.log_odds)}, and the loss is "
+            f"the chosen answer's NLL {fmt(-others.chosen_mean_logp)} + λ · (−log σ({fmt(others.log_odds)})) = "
+            f"**{fmt(others.orpo)}**.\n"
+            f"- **{term('KTO', 'KTO')}** (β = {KTO_BETA:g}) scores each answer on its own, as desirable or "
+            f"undesirable, against a reference point z₀: 1 − σ(β · ({fmt(dpo.chosen_logratio)} − z₀)) = "
+            f"{fmt(others.kto_chosen)} and 1 − σ(β · (z₀ − ({fmt(dpo.rejected_logratio)}))) = "
+            f"{fmt(others.kto_rejected)}, mean **{fmt(others.kto)}**. TRL estimates z₀ from the log-ratios of "
+            "mismatched prompt–answer pairs, clamped at 0; this page supposes training changed only the first "
+            f"answer, so z₀ = {fmt(others.z0)}.")
+        st.caption("DPO and IPO compare the policy with the reference; SimPO and ORPO use the policy alone and add "
+                   "the chosen answer's NLL; KTO needs no pair, only a label on each answer.")
 st.session_state[CHAT_PAIR] = (user, answer, other, system, raised)
 st.markdown(terms_linked(
     "A reward model is trained with the same loss on a score it gives each answer, −log σ(r(chosen) − r(rejected)): "
@@ -303,5 +344,6 @@ st.markdown(terms_linked(
     "for these two answers."))
 link_to_lesson("grpo", "RL fine-tuning (GRPO), section 6: the reward model")
 
-show_code(answer_only_labels, end_of_turn_positions, completion_labels, answer_and_all_token_losses, dpo_loss)
+show_code(answer_only_labels, end_of_turn_positions, completion_labels, answer_and_all_token_losses, dpo_loss,
+          preference_losses)
 check_yourself("chat-loss", build_questions(result))

@@ -66,6 +66,7 @@ from lmviz.lessons.grpo import (
     contains_word,
     dpo_as_bradley_terry,
     grpo_step,
+    leave_one_out,
     rewards,
 )
 from lmviz.lessons.next_token import MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput
@@ -80,6 +81,7 @@ RULES = {
     "is at most N tokens long": ("N, the most tokens", "6", at_most_tokens),
 }
 # short: the advantages table must fit 1280 px; section 2's sentence names TRL's scale_rewards for each
+RLOO_WORDS = "RLOO: R − mean of the others"
 SCALING_WORDS = {MEAN: "R − mean (Dr. GRPO)", POPULATION_STD: "÷ population std", SAMPLE_STD: "÷ sample std (TRL)"}
 # A log scale. On the default group (seed 0, 8 answers, 12 tokens) 3e-4 moves the two rewarded answers' log π up by
 # 0.43 and 0.18 and clips no token; 1e-3 clips 4 of its 95 tokens
@@ -227,7 +229,16 @@ key_table(pd.DataFrame({
     SCALING_WORDS[MEAN]: [fmt_signed(a) for a in scaled[MEAN].advantages],
     SCALING_WORDS[POPULATION_STD]: [fmt_signed(a) for a in scaled[POPULATION_STD].advantages],
     SCALING_WORDS[SAMPLE_STD]: [fmt_signed(a) for a in adv.advantages],
+    RLOO_WORDS: [fmt_signed(a) for a in leave_one_out(scores)],
 }), "grpo-advantages.csv", hide_index=True)
+others = (adv.total - scores[0]) / (adv.count - 1)
+st.caption(term("RLOO", "RLOO") + escape_markdown(
+    f" (the column “{RLOO_WORDS}”), TRL's RLOOTrainer's advantage: each answer against the mean of the other "
+    f"{adv.count - 1}, with no standard deviation. Answer 1: {reward_text(scores[0])} − {fmt(others)} = "
+    f"{fmt_signed(leave_one_out(scores)[0])}, which is {adv.count}/{adv.count - 1} × (R − mean) = "
+    f"{adv.count}/{adv.count - 1} × {fmt_signed(adv.deviations[0])}. "
+    "RLOO also puts its KL penalty into the reward and takes one ratio per answer; the step below uses GRPO's "
+    "terms."))
 if adv.teaches_nothing:
     st.info(escape_markdown(
         f"Every answer has the reward {reward_text(scores[0])}: every R − mean is 0, so every advantage is 0 and so is "

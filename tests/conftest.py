@@ -22,11 +22,6 @@ os.environ.setdefault("LMVIZ_LIVE_DB", f"sqlite:///{tempfile.mkdtemp(prefix='lmv
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-
-# pytest runs on two processes (pyproject's -n 2): one torch thread each, so that the two do not fight over the
-# machine's cores (a CI runner has two).
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    torch.set_num_threads(1)
 from transformers import BertConfig, BertForPreTraining, GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 from tests.helpers import TINY_VOCAB  # noqa: E402

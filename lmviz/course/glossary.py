@@ -317,6 +317,32 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                       "(a block-diagonal causal mask), position ids that restart at 0 with each text, and the label "
                       "-100 at each text's first token, which nothing in its own text comes before. Then the packed "
                       "loss equals the token-weighted loss of the same texts padded."),
+    "RLOO": (("RLOO",),
+             "REINFORCE Leave-One-Out (Ahmadian et al. 2024; TRL's RLOOTrainer): each sampled answer's advantage is "
+             "its reward minus the mean reward of the other answers to the same prompt, r_i − (Σ_j r_j − r_i) / "
+             "(G − 1) = G/(G − 1) · (r_i − mean), with no standard deviation. With 2 right answers (reward 1) of 8, "
+             "a right one gets +0.857143 and a wrong one −0.285714. RLOO also subtracts its KL penalty from the "
+             "reward, and takes one ratio per answer."),
+    "IPO": (("IPO",),
+            "Identity preference optimisation (Azar et al. 2023), one of TRL's DPO loss types: with h the difference "
+            "between the chosen and the rejected answer's log π − log π_ref, each divided by its answer's tokens, "
+            "the loss is (h − 1/(2β))². It stops pushing once the margin reaches 1/(2β), where DPO's −log σ(β·h) "
+            "keeps rewarding a larger one."),
+    "SimPO": (("SimPO",),
+              "Simple preference optimisation (Meng et al. 2024): −log σ(β · (the chosen answer's mean log p per token "
+              "− the rejected one's) − γ), with no reference model and a target margin γ. TRL computes it in its "
+              "CPOTrainer (loss_type=\"simpo\", β 0.1, γ 0.5 by default) and adds cpo_alpha (1.0) × the chosen "
+              "answer's NLL unless cpo_alpha is set to 0."),
+    "ORPO": (("ORPO",),
+             "Odds ratio preference optimisation (Hong et al. 2024): the chosen answer's NLL plus λ × "
+             "−log σ(log(odds(chosen) / odds(rejected))), where odds(y) = p / (1 − p) and p is the answer's mean "
+             "probability per token (e to its mean log p). Fine-tuning and preference in one loss, with no reference "
+             "model; TRL's ORPOConfig has λ = beta = 0.1."),
+    "KTO": (("KTO",),
+            "Kahneman–Tversky optimisation (Ethayarajh et al. 2024): each answer is labelled desirable or not, with "
+            "no pair needed. With r = log π − log π_ref of the answer and a reference point z₀, a desirable answer "
+            "costs 1 − σ(β (r − z₀)) and an undesirable one 1 − σ(β (z₀ − r)). TRL's KTOTrainer estimates z₀ from "
+            "the log-ratios of mismatched prompt–answer pairs, clamped at 0."),
     "entropy": (("entropy",),
                 "H = −Σ p ln p over the outcomes of a distribution, in nats: the mean −ln p a guesser pays when the "
                 "outcomes come as often as its own probabilities say. 0 when one outcome is certain, ln C when all "
@@ -355,11 +381,12 @@ LESSON_TERMS: dict[str, tuple[str, ...]] = {
     "step": ("token", "label", "logit", "softmax", "log-probability", "gradient", "learning rate", "SGD",
              "optimizer step", "AdamW"),
     "chat-loss": ("token", "label", "-100 / ignore_index", "log-probability", "chat template", "end-of-turn token",
-                  "SFT", "DPO", "policy", "reference model", "sigmoid", "β (beta)", "nats", "reward model"),
+                  "SFT", "DPO", "policy", "reference model", "sigmoid", "β (beta)", "nats", "reward model", "IPO",
+                  "SimPO", "ORPO", "KTO"),
     "grpo": ("token", "reward", "advantage", "GRPO", "PPO", "policy", "ratio", "clip", "KL divergence",
              "reference model", "β (beta)", "log-probability", "chat template", "temperature", "seed", "sampling",
              "learning rate", "SGD", "gradient", "reward model", "Bradley–Terry", "sigmoid", "DPO", "byte piece",
-             "optimizer step", "AdamW"),
+             "optimizer step", "AdamW", "RLOO"),
     "distill": ("token", "distillation", "teacher model", "student model", "softmax", "logit", "forward KL",
                 "KL divergence", "reverse KL", "JSD", "β (beta)", "temperature", "gradient",
                 "temperature in distillation", "greedy decoding", "cross-entropy", "log-probability", "on-policy",

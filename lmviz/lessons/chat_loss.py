@@ -661,3 +661,79 @@ def dpo_from_comparisons(policy: AnswerComparison, reference: AnswerComparison, 
     """The DPO loss of one pair scored by two models (or one model twice: then it is ln 2)."""
     return dpo_loss(policy.chosen.sum_logp, policy.rejected.sum_logp,
                     reference.chosen.sum_logp, reference.rejected.sum_logp, beta)
+
+
+# --- the preference losses beside DPO, from the same sums and token counts ---------------------------------
+
+# TRL's defaults: CPOConfig (SimPO is its loss_type="simpo") has beta 0.1, simpo_gamma 0.5 and cpo_alpha 1.0, an NLL
+# term it adds by default; ORPOConfig's beta (the paper's λ) is 0.1; KTOConfig's beta 0.1 and both weights 1.0
+SIMPO_BETA, SIMPO_GAMMA, CPO_ALPHA = 0.1, 0.5, 1.0
+ORPO_LAMBDA = 0.1
+KTO_BETA, KTO_DESIRABLE_WEIGHT, KTO_UNDESIRABLE_WEIGHT = 0.1, 1.0, 1.0
+
+
+def sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
+
+
+@dataclass
+class PreferenceLosses:
+    """IPO, SimPO, ORPO and KTO on one pair, each from the sums of log p and the token counts DPO uses."""
+
+    chosen_mean_logratio: float  # (log π − log π_ref)(chosen) / its tokens: IPO's per-token mean
+    rejected_mean_logratio: float
+    ipo_margin: float  # the difference of the two: what IPO pulls towards 1/(2β)
+    ipo: float  # (ipo_margin − 1/(2β))², β the page's DPO β
+    chosen_mean_logp: float  # log π(chosen) / its tokens: SimPO's and ORPO's length-normalised log-probability
+    rejected_mean_logp: float
+    simpo_preference: float  # −log σ(β_S (chosen_mean_logp − rejected_mean_logp) − γ)
+    simpo: float  # simpo_preference + α·(−chosen_mean_logp): TRL's CPOTrainer with loss_type="simpo"
+    log_odds: float  # log(odds(chosen) / odds(rejected)), odds(y) = p / (1 − p), p = e^(mean log p)
+    orpo: float  # −chosen_mean_logp + λ·(−log σ(log_odds))
+    z0: float  # KTO's reference point
+    kto_chosen: float  # w_D·(1 − σ(β_K (r_chosen − z0))), r = log π − log π_ref summed
+    kto_rejected: float  # w_U·(1 − σ(β_K (z0 − r_rejected)))
+    kto: float  # the mean of the two: one desirable and one undesirable example
+
+
+def preference_losses(policy_chosen_logps: float, policy_rejected_logps: float, reference_chosen_logps: float,
+                      reference_rejected_logps: float, chosen_tokens: int, rejected_tokens: int,
+                      beta: float = DEFAULT_BETA, z0: float = 0.0) -> PreferenceLosses:
+    """The four losses TRL offers beside DPO's, on one pair:
+
+    - IPO (Azar et al. 2023; DPOConfig loss_type="ipo"): (h − 1/(2β))², h the difference of the answers' per-token
+      mean log-ratios; a squared distance to a target, where DPO's sigmoid keeps pushing.
+    - SimPO (Meng et al. 2024; CPOConfig loss_type="simpo"): −log σ(β (mean log π(chosen) − mean log π(rejected))
+      − γ), no reference model, a margin γ; TRL's CPOTrainer adds α × the chosen answer's NLL by default.
+    - ORPO (Hong et al. 2024): the chosen answer's NLL + λ·(−log σ(log odds ratio)), no reference model.
+    - KTO (Ethayarajh et al. 2024): each answer on its own against a reference point z0 (TRL estimates it from
+      mismatched prompt–answer pairs, clamped at 0): 1 − σ(β (r − z0)) for a desirable one, 1 − σ(β (z0 − r)) for
+      an undesirable one, r = log π − log π_ref summed over the answer.
+    """
+    _check_dpo_inputs(beta, policy_chosen_logps, policy_rejected_logps, reference_chosen_logps,
+                      reference_rejected_logps, z0)
+    if not all(isinstance(n, int) and n > 0 for n in (chosen_tokens, rejected_tokens)):
+        raise BadInput("Each answer needs at least one token.")
+    if max(policy_chosen_logps, policy_rejected_logps) >= 0:
+        raise BadInput("The policy's log π of each answer must be below 0, as a probability below 1 has: raised this "
+                       "far, the first answer's would not be.")
+    chosen_ratio = (policy_chosen_logps - reference_chosen_logps) / chosen_tokens
+    rejected_ratio = (policy_rejected_logps - reference_rejected_logps) / rejected_tokens
+    margin = chosen_ratio - rejected_ratio
+    chosen_mean, rejected_mean = policy_chosen_logps / chosen_tokens, policy_rejected_logps / rejected_tokens
+    simpo_preference = minus_log_sigmoid(SIMPO_BETA * (chosen_mean - rejected_mean) - SIMPO_GAMMA)
+
+    def log_odds_of(mean_logp: float) -> float:  # log(p / (1 − p)) with p = e^mean_logp < 1
+        return mean_logp - math.log(-math.expm1(mean_logp))
+
+    log_odds = log_odds_of(chosen_mean) - log_odds_of(rejected_mean)
+    kto_chosen = KTO_DESIRABLE_WEIGHT * (1 - sigmoid(
+        KTO_BETA * (policy_chosen_logps - reference_chosen_logps - z0)))
+    kto_rejected = KTO_UNDESIRABLE_WEIGHT * (1 - sigmoid(
+        KTO_BETA * (z0 - (policy_rejected_logps - reference_rejected_logps))))
+    return PreferenceLosses(
+        chosen_mean_logratio=chosen_ratio, rejected_mean_logratio=rejected_ratio, ipo_margin=margin,
+        ipo=(margin - 1 / (2 * beta)) ** 2, chosen_mean_logp=chosen_mean, rejected_mean_logp=rejected_mean,
+        simpo_preference=simpo_preference, simpo=simpo_preference + CPO_ALPHA * -chosen_mean, log_odds=log_odds,
+        orpo=-chosen_mean + ORPO_LAMBDA * minus_log_sigmoid(log_odds), z0=z0, kto_chosen=kto_chosen,
+        kto_rejected=kto_rejected, kto=(kto_chosen + kto_rejected) / 2)

@@ -153,6 +153,17 @@ def advantages(rewards, how: str = SAMPLE_STD, eps: float = 0.0) -> Advantages:
                       denominator, scaled, teaches_nothing)
 
 
+def leave_one_out(rewards) -> list[float]:
+    """RLOO's advantages (Ahmadian et al. 2024; TRL's RLOOTrainer): each answer's reward minus the mean of the other
+    G − 1 rewards of its group, A_i = r_i − (Σ_j r_j − r_i) / (G − 1), which is G / (G − 1) · (r_i − mean): no
+    standard deviation, and an answer is never compared with itself."""
+    rewards = _check_rewards(rewards)
+    count, total = len(rewards), math.fsum(rewards)
+    if all(r == rewards[0] for r in rewards):
+        return [0.0] * count  # as in advantages: a group of equal rewards teaches nothing, exactly
+    return [r - (total - r) / (count - 1) for r in rewards]
+
+
 # --- the clipped surrogate, per token ----------------------------------------------------------------------
 
 def check_clip(epsilon_low: float, epsilon_high: float, level: str, beta: float) -> None:

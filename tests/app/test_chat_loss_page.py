@@ -204,3 +204,37 @@ def test_the_comparison_shows_trls_dpo_sums(bundled):
             logits = bundled.model(input_ids=torch.tensor([ids])).logits[0, :-1]  # (T-1, V)
         summed = -torch.nn.functional.cross_entropy(logits, torch.tensor(labels[1:]), reduction="sum").item()
         assert float(shown) == pytest.approx(summed, abs=1e-4)
+
+
+def test_the_preference_losses_beside_dpo_are_their_equations_on_the_pages_sums(bundled):
+    """The fold's IPO, SimPO, ORPO and KTO with the chosen answer raised by 2 nats, each written here in torch from
+    its equation over Σ log p of each answer (the model's own loss × its counted labels) and their token counts."""
+    import torch.nn.functional as F
+
+    at = open_page("app_pages/chat_loss.py")
+    at.slider(key="chat_dpo_raise").set_value(2.0).run()
+    assert not at.exception, at.exception
+    fold = next(e for e in at.expander if e.label.startswith("The preference losses beside DPO"))
+    shown = {m.label: m.value for m in fold.metric}
+    user = at.text_input(key="chat_user").value
+    sums, counts = [], []
+    for answer in (at.text_input(key="chat_answer").value, at.text_input(key="chat_other").value):
+        chat = chat_tokens(bundled.tokenizer, user, answer)
+        counted = sum(label != IGNORE_INDEX for label in chat.labels[1:])
+        sums.append(-model_loss(bundled, chat.input_ids, chat.labels) * counted)
+        counts.append(counted)
+    t = torch.tensor
+    ref_c, ref_r = t(sums[0], dtype=torch.float64), t(sums[1], dtype=torch.float64)
+    pol_c, pol_r = ref_c + 2.0, ref_r
+    h = (pol_c - ref_c) / counts[0] - (pol_r - ref_r) / counts[1]
+    mean_c, mean_r = pol_c / counts[0], pol_r / counts[1]
+    log_odds = (mean_c - mean_r) - (torch.log1p(-torch.exp(mean_c)) - torch.log1p(-torch.exp(mean_r)))
+    expected = {
+        "DPO": -F.logsigmoid(0.1 * ((pol_c - ref_c) - (pol_r - ref_r))),
+        "IPO": (h - 1 / (2 * 0.1)) ** 2,
+        "SimPO (+ NLL)": -F.logsigmoid(0.1 * (mean_c - mean_r) - 0.5) - mean_c,
+        "ORPO": -mean_c - 0.1 * F.logsigmoid(log_odds),
+        "KTO": ((1 - torch.sigmoid(0.1 * (pol_c - ref_c))) + (1 - torch.sigmoid(-0.1 * (pol_r - ref_r)))) / 2,
+    }
+    for name, value in expected.items():  # float32 sums from two forwards: 5 decimals may differ by one in the last
+        assert float(shown[name]) == pytest.approx(value.item(), abs=2e-5), name

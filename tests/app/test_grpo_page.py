@@ -54,11 +54,15 @@ def test_the_advantages_are_r_minus_the_mean_over_torchs_std(default_page, bundl
     shown = table(default_page, sample)
     for column, reference in (("R − mean (Dr. GRPO)", r - r.mean()),
                               ("÷ population std", (r - r.mean()) / r.std(correction=0)),
-                              (sample, (r - r.mean()) / r.std())):
+                              (sample, (r - r.mean()) / r.std()),
+                              ("RLOO: R − mean of the others", r - (r.sum() - r) / (len(r) - 1))):
         assert [float(v) for v in shown[column]] == pytest.approx(reference.tolist(), abs=5e-6)
     # the arithmetic written out: mean 2/8, Σ (R − mean)² = 1.5, √(1.5 / 8) and √(1.5 / 7)
     said = next(t for t in texts(default_page) if t.startswith("mean = "))
     assert "= 0.25000" in said and "√(1.50000 / 8) = 0.43301" in said and "√(1.50000 / 7) = 0.46291" in said
+    # RLOO with 2 right of 8: +0.857143 for a right answer, −0.285714 for a wrong one (8/7 × (R − mean))
+    assert sorted({float(v) for v in shown["RLOO: R − mean of the others"]}) == pytest.approx([-0.285714, 0.857143],
+                                                                                            abs=5e-6)
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ assistant mask, which TRL's assistant_only_loss uses), TRL's completion-only pro
 torch's logsigmoid and hand computations; with SmolLM2's template and with two others written here."""
 
 import copy
+import functools
 import math
 
 import pytest
@@ -22,6 +23,7 @@ from lmviz.lessons.chat_loss import (
     dpo_from_comparisons,
     dpo_loss,
     minus_log_sigmoid,
+    preference_losses,
 )
 from lmviz.lessons.next_token import BadInput
 from lmviz.models.loading import LoadedModel
@@ -377,3 +379,44 @@ def test_dpo_refuses_what_it_cannot_compute(args, message):
     with pytest.raises(BadInput, match=message) as refused:
         dpo_loss(*args)
     assert one_sentence(str(refused.value))
+
+
+# --- IPO, SimPO, ORPO and KTO beside DPO -----------------------------------------------------------------------
+
+PAIRS = [  # policy chosen, policy rejected, reference chosen, reference rejected, chosen tokens, rejected tokens
+    (-12.0, -15.0, -13.5, -14.0, 8, 9), (-3.2, -40.0, -3.2, -40.0, 4, 20), (-30.0, -6.0, -28.0, -7.5, 15, 3)]
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+@pytest.mark.parametrize("beta", [0.1, 0.5])
+def test_the_preference_losses_are_their_published_equations(pair, beta):
+    """Each written here in torch from its paper and TRL's trainer: IPO (Azar et al. eq. 17, per-token means as
+    TRL's DPOTrainer takes them), SimPO (Meng et al. eq. 6, plus TRL CPOTrainer's α·NLL), ORPO (Hong et al. eq. 6
+    and 7) and KTO (Ethayarajh et al. eq. 8, a desirable and an undesirable example)."""
+    pc, pr, rc, rr, nc, nr = pair
+    t = functools.partial(torch.tensor, dtype=torch.float64)
+    ours = preference_losses(pc, pr, rc, rr, nc, nr, beta, z0=0.3)
+    h = (t(pc) - rc) / nc - (t(pr) - rr) / nr
+    assert ours.ipo == pytest.approx(((h - 1 / (2 * beta)) ** 2).item(), abs=1e-12)
+    mean_c, mean_r = t(pc) / nc, t(pr) / nr
+    simpo = -F.logsigmoid(0.1 * (mean_c - mean_r) - 0.5) + 1.0 * -mean_c
+    assert ours.simpo == pytest.approx(simpo.item(), abs=1e-12)
+    log_odds = (mean_c - mean_r) - (torch.log1p(-torch.exp(mean_c)) - torch.log1p(-torch.exp(mean_r)))
+    assert ours.log_odds == pytest.approx(log_odds.item(), abs=1e-10)
+    assert ours.orpo == pytest.approx((-mean_c - 0.1 * F.logsigmoid(log_odds)).item(), abs=1e-10)
+    kto = torch.stack([1 - torch.sigmoid(0.1 * ((t(pc) - rc) - 0.3)), 1 - torch.sigmoid(0.1 * (0.3 - (t(pr) - rr)))])
+    assert ours.kto == pytest.approx(kto.mean().item(), abs=1e-12)
+
+
+def test_at_the_reference_ipo_is_its_target_squared_and_kto_is_one_half():
+    ours = preference_losses(-12.0, -15.0, -12.0, -15.0, 8, 9, 0.1)
+    assert ours.ipo == pytest.approx((1 / 0.2) ** 2) and ours.ipo_margin == 0
+    assert ours.kto == pytest.approx(0.5)  # σ(0) = ½ on both sides, z0 = 0
+
+
+@pytest.mark.parametrize("args, words", [((1.0, -3.0, -2.0, -3.0, 2, 2), "below 0"),
+                                         ((-1.0, -3.0, -2.0, -3.0, 0, 2), "at least one token"),
+                                         ((-1.0, math.nan, -2.0, -3.0, 2, 2), "finite")])
+def test_the_preference_losses_refuse_what_they_cannot_compute(args, words):
+    with pytest.raises(BadInput, match=words):
+        preference_losses(*args)

@@ -46,6 +46,7 @@ from lmviz.lessons.grpo import (
     group_loss,
     grpo_step,
     implicit_reward,
+    leave_one_out,
     rewards,
     sample_group,
     stop_ids,
@@ -111,6 +112,24 @@ def test_equal_rewards_teach_nothing(rewards, how):
     result = advantages(rewards, how)
     assert result.teaches_nothing
     assert result.advantages == [0.0] * len(rewards)  # exactly, even where the float mean is not exact
+
+
+@pytest.mark.parametrize("rewards", [[1, 1, 0, 0, 0, 0, 0, 0], [0.5, -1.0, 2.0], [3, 3, 3, 3], [0, 1]])
+def test_rloos_advantage_is_each_reward_against_the_mean_of_the_others(rewards):
+    """Ahmadian et al.'s leave-one-out baseline written out: r_i − mean over j ≠ i, and its closed form."""
+    g = len(rewards)
+    expected = [r - sum(rewards[:i] + rewards[i + 1:]) / (g - 1) for i, r in enumerate(rewards)]
+    assert leave_one_out(rewards) == pytest.approx(expected, abs=1e-12)
+    mean = sum(rewards) / g
+    assert leave_one_out(rewards) == pytest.approx([g / (g - 1) * (r - mean) for r in rewards], abs=1e-12)
+
+
+def test_rloos_advantage_for_two_right_answers_of_eight_is_the_issues():
+    shown = leave_one_out([1, 1, 0, 0, 0, 0, 0, 0])
+    assert [round(a, 6) for a in shown[:3]] == [0.857143, 0.857143, -0.285714]
+    assert leave_one_out([2.0, 2.0]) == [0.0, 0.0]
+    with pytest.raises(BadInput):
+        leave_one_out([1.0])
 
 
 @pytest.mark.parametrize("rewards, how, eps", [([1], SAMPLE_STD, 0.0), ([], MEAN, 0.0), ([1, math.nan], MEAN, 0.0),
