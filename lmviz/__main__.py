@@ -50,6 +50,7 @@ import math
 import sys
 from dataclasses import asdict
 
+from lmviz.core.loss_options import BadOption, LossOptions, with_options
 from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import readable_token
 from lmviz.core.trl import TRL
@@ -65,7 +66,9 @@ from lmviz.lessons.gradient_step import (
     STEP_MAX_TOKENS,
     adamw_first_step,
     check_learning_rate,
+    check_max_norm,
     check_steps,
+    check_warmup,
     logit_gradient,
     sgd_steps,
 )
@@ -199,6 +202,10 @@ def _next_data(loaded, args) -> dict:
         data["sampled"] = {"seed": args.seed, "token_id": token_id, "token": readable_token(loaded.tokenizer, token_id)}
     if args.true_next is not None:
         data["true_next"] = asdict(if_true_next(result, loaded.tokenizer, args.true_next))
+        options = LossOptions(args.label_smoothing, args.z_loss, args.soft_cap, args.shift)
+        if options != LossOptions():
+            chosen = with_options(result.logits.double().unsqueeze(0), [data["true_next"]["token_id"]], options)
+            data["loss_options"] = asdict(chosen)
     return data
 
 
@@ -221,6 +228,14 @@ def _next_table(data: dict) -> str:
         true = data["true_next"]
         lines += [f"if the true next token is {true['token']} (id {true['token_id']}): p = {fmt_prob(true['prob'])}, "
                   f"rank {true['rank']}, loss -log p = {fmt(true['nll'])}"] + ([true["note"]] if true["note"] else [])
+    if "loss_options" in data:
+        chosen, row = data["loss_options"], data["loss_options"]["rows"][0]
+        lines += [f"with label smoothing {chosen['options']['label_smoothing']:g}, z-loss "
+                  f"{chosen['options']['z_loss']:g}, soft-cap {chosen['options']['soft_cap']}, shift "
+                  f"{chosen['options']['shift']:g}: cross-entropy {fmt(chosen['cross_entropy'])} + z-loss "
+                  f"{fmt(chosen['z_loss'])} = {fmt(chosen['total'])}",
+                  f"  entropy H {fmt(row['entropy'])}, log Z {fmt(row['log_z'])}, mean -log p over all "
+                  f"{chosen['classes']:,} tokens {fmt(row['uniform'])}"]
     return "\n".join(lines)
 
 
@@ -267,9 +282,12 @@ def _check_step(args) -> None:
     """The step's options, checked before the model is loaded: the library's own sentences, and AdamW's limits."""
     check_learning_rate(args.lr)
     check_steps(args.steps)
-    if args.optimizer == "adamw" and (args.steps != 1 or args.other is not None):
+    check_max_norm(args.max_norm)
+    check_warmup(args.warmup, args.steps)
+    if args.optimizer == "adamw" and (args.steps != 1 or args.other is not None or args.max_norm is not None
+                                      or args.warmup is not None):
         raise BadInput("AdamW's first step is one step on the output matrix, and scores no other text: "
-                       "--steps and --other go with --optimizer sgd.")
+                       "--steps, --other, --max-norm and --warmup go with --optimizer sgd.")
 
 
 def _step_results(loaded, args) -> tuple:
@@ -279,7 +297,7 @@ def _step_results(loaded, args) -> tuple:
         if args.optimizer == "adamw":
             return gradient, adamw_first_step(loaded, args.text, args.lr, add_bos=args.bos)
         return gradient, sgd_steps(loaded, args.text, args.lr, args.steps, args.other, add_bos=args.bos,
-                                   progress=_progress)
+                                   progress=_progress, max_norm=args.max_norm, warmup=args.warmup)
     return explaining_out_of_memory(loaded, compute, lambda: f"The {loaded.device} ran out of memory for this text.")
 
 
@@ -336,6 +354,12 @@ def _sgd_table(result) -> list[str]:
               f"{'step':>4}  {'loss':>10}  {'‖g‖':>10}", f"{0:>4}  {fmt(losses[0]):>10}"]
     lines += [f"{step:>4}  {fmt(loss):>10}  {fmt_norm(norm):>10}"
               for step, (loss, norm) in enumerate(zip(losses[1:], result.grad_norms), start=1)]
+    if result.warmup is not None:
+        lines.append(f"rates, {result.warmup} warm-up steps then a cosine to 0: "
+                     + " ".join(f"{r:.3g}" for r in result.rates))
+    if result.max_norm is not None:
+        lines.append(f"gradient clipped at ‖g‖ = {result.max_norm:g}, each step's factor: "
+                     + " ".join(f"{f:.4g}" for f in result.clip_factors))
     if result.other is not None:
         moved, last = result.other, f"after {result.steps}"
         lines += [f"another text, scored before and after, never learnt: {moved.text}",
@@ -634,6 +658,12 @@ def _parser() -> argparse.ArgumentParser:
     nxt.add_argument("--top-k", type=_positive_int, default=DEFAULT_TOP_K, help="how many tokens to list")
     nxt.add_argument("--seed", type=int, default=None, help="also draw one token, reproducibly, with this seed")
     nxt.add_argument("--true-next", default=None, metavar="WORD", help="the loss if the text continued with WORD")
+    nxt.add_argument("--label-smoothing", type=float, default=0.0, metavar="E",
+                     help="with --true-next: the loss with label smoothing E, as cross_entropy(label_smoothing=E)")
+    nxt.add_argument("--z-loss", type=float, default=0.0, metavar="C", help="with --true-next: add C·(log Z)²")
+    nxt.add_argument("--soft-cap", type=float, default=None, metavar="C",
+                     help="with --true-next: cap the logits at C·tanh(z/C) first")
+    nxt.add_argument("--shift", type=float, default=0.0, help="with --true-next: add this to every logit first")
     sft = commands.add_parser("sft", help="a chat template's conversation and its fine-tuning loss, with lmviz's "
                               "answer-only labels, TRL's completion-only labels and every token counted")
     sft.add_argument("user")
@@ -650,6 +680,10 @@ def _parser() -> argparse.ArgumentParser:
     step.add_argument("--steps", type=int, default=1, help=f"how many SGD steps, 1 to {MAX_STEPS} (default: 1)")
     step.add_argument("--other", default=None, metavar="TEXT",
                       help="another text, scored before and after the SGD steps, never learnt")
+    step.add_argument("--max-norm", type=float, default=None, metavar="C",
+                      help="clip each step's gradient to this norm over every weight (clip_grad_norm_)")
+    step.add_argument("--warmup", type=int, default=None, metavar="W",
+                      help="a warm-up of W steps, then a cosine decay of the rate to 0 (W below --steps)")
     grpo = commands.add_parser("grpo", help="a group of sampled answers, their rewards and advantages, the GRPO loss "
                                "four ways and one step on it, on a copy of the weights")
     grpo.add_argument("prompt")
@@ -772,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(_run(args))
     except (ModelLoadError, NothingToScore, BadInput, BadWindow, distillation.BadSetting,
-            ChatTemplateError) as problem:
+            ChatTemplateError, BadOption) as problem:
         print(f"lmviz: {problem}", file=sys.stderr)
         return 2
     except NotEnoughMemory as problem:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from lmviz.__main__ import main
 from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
@@ -345,6 +346,41 @@ def test_adamw_takes_one_step_and_scores_no_other_text(args, capsys):
     assert main(["step", STORY, "--model", TINY_GPT, "--optimizer", "adamw", *args]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith("lmviz: ") and "--optimizer sgd" in err
+
+
+def test_step_with_clipping_and_a_schedule_equals_the_library_and_prints_them(tiny_gpt, capsys):
+    data = step_json(capsys, "--lr", "0.1", "--steps", "3", "--max-norm", "0.5", "--warmup", "1")
+    steps = {k: v for k, v in data["sgd"].items() if k not in TIMINGS}
+    assert steps == as_printed(sgd_steps(tiny_gpt, STORY, 0.1, 3, max_norm=0.5, warmup=1))
+    assert steps["rates"][0] == 0 and steps["max_norm"] == 0.5 and len(steps["clip_factors"]) == 3
+    assert main(["step", STORY, "--model", TINY_GPT, "--lr", "0.1", "--steps", "3", "--max-norm", "0.5",
+                 "--warmup", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "rates, 1 warm-up steps then a cosine to 0: " + " ".join(f"{r:.3g}" for r in steps["rates"]) in out
+    assert "gradient clipped at ‖g‖ = 0.5, each step's factor: " in out
+
+
+@pytest.mark.parametrize("args, words", [(["--max-norm", "0"], "above 0"), (["--warmup", "3", "--steps", "3"],
+                                                                             "fewer than the 3 steps"),
+                                         (["--optimizer", "adamw", "--max-norm", "1"], "--optimizer sgd")])
+def test_a_bad_clip_or_warmup_gives_one_sentence(args, words, capsys):
+    assert main(["step", STORY, "--model", TINY_GPT, *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and words in err
+
+
+def test_next_with_label_smoothing_and_a_z_loss_is_pytorchs(bundled, capsys):
+    assert main(["next", PREFIX, "--json", "--true-next", "Paris", "--label-smoothing", "0.1", "--z-loss",
+                 "1e-4"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    logits = next_token_logits(bundled, PREFIX).logits.double().unsqueeze(0)
+    label = torch.tensor([data["true_next"]["token_id"]])
+    smoothed = torch.nn.functional.cross_entropy(logits, label, label_smoothing=0.1).item()
+    z = 1e-4 * torch.logsumexp(logits, -1).item() ** 2
+    assert data["loss_options"]["cross_entropy"] == pytest.approx(smoothed, abs=1e-9)
+    assert data["loss_options"]["total"] == pytest.approx(smoothed + z, abs=1e-9)
+    assert main(["next", PREFIX, "--true-next", "Paris", "--soft-cap", "-1"]) == 2
+    assert "A soft-cap must be a number above 0" in capsys.readouterr().err
 
 
 def test_the_docs_step_example_is_what_the_command_prints(capsys):

@@ -119,13 +119,12 @@ def _entropy_said(result: OptionLoss, names: list[str]) -> str:
 def loss_options(prefix: str, logits: torch.Tensor, label_ids: list[int], names: list[str]) -> OptionLoss:
     """The fold's controls and numbers for ``logits`` (N, V) and the N ``label_ids``; ``names`` says each position as
     the page does. Keys and link names start with ``prefix``."""
-    labels = torch.tensor(label_ids)
     with st.expander(LABEL):
         st.caption("What a training configuration adds to the cross-entropy above. The plain loss does not change; "
                    "the trainer's loss is computed from the same logits.")
         options = _chosen(prefix)
-        result = with_options(logits, labels, options)
-        unshifted = with_options(logits, labels, LossOptions(options.label_smoothing, options.z_loss,
+        result = with_options(logits, label_ids, options)
+        unshifted = with_options(logits, label_ids, LossOptions(options.label_smoothing, options.z_loss,
                                                              options.soft_cap))
         row = metric_row()
         row.metric("Plain loss", fmt(result.plain), width="content")

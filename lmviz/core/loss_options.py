@@ -15,10 +15,15 @@ from dataclasses import dataclass
 import torch
 
 from lmviz.core.labels import IGNORE_INDEX
+from lmviz.errors import LearnerError
 
 PALM_Z_LOSS = 1e-4  # PaLM's z-loss coefficient, which OLMo-core's z_loss_multiplier also defaults to
 GEMMA_SOFT_CAP = 30.0  # Gemma 2's final_logit_softcapping
 NANOCHAT_SOFT_CAP = 15.0  # nanochat's cap on its logits
+
+
+class BadOption(LearnerError, ValueError):
+    """A setting no trainer accepts, said in one sentence."""
 
 
 @dataclass(frozen=True)
@@ -34,15 +39,15 @@ class LossOptions:
 
 
 def check_options(options: LossOptions) -> None:
-    """ValueError, one sentence, for settings no trainer accepts."""
+    """BadOption, one sentence, for settings no trainer accepts."""
     if not 0.0 <= options.label_smoothing <= 1.0:
-        raise ValueError(f"Label smoothing ε must be between 0 and 1 (PyTorch's range); got {options.label_smoothing}.")
+        raise BadOption(f"Label smoothing ε must be between 0 and 1 (PyTorch's range); got {options.label_smoothing}.")
     if not (math.isfinite(options.z_loss) and options.z_loss >= 0.0):
-        raise ValueError(f"The z-loss coefficient must be 0 or more; got {options.z_loss}.")
+        raise BadOption(f"The z-loss coefficient must be 0 or more; got {options.z_loss}.")
     if options.soft_cap is not None and not (math.isfinite(options.soft_cap) and options.soft_cap > 0.0):
-        raise ValueError(f"A soft-cap must be a number above 0; got {options.soft_cap}.")
+        raise BadOption(f"A soft-cap must be a number above 0; got {options.soft_cap}.")
     if not math.isfinite(options.shift):
-        raise ValueError(f"The shift added to every logit must be a finite number; got {options.shift}.")
+        raise BadOption(f"The shift added to every logit must be a finite number; got {options.shift}.")
 
 
 def soft_cap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
@@ -115,11 +120,12 @@ class OptionLoss:
     mean_entropy: float
 
 
-def with_options(logits: torch.Tensor, labels: torch.Tensor, options: LossOptions,
+def with_options(logits: torch.Tensor, labels: torch.Tensor | list[int], options: LossOptions,
                  ignore_index: int = IGNORE_INDEX) -> OptionLoss:
     """The loss a trainer configured with ``options`` computes on ``logits`` (N, V) for ``labels`` (N,), every part
     of it per position. The plain loss is computed from the same logits with every option off."""
     check_options(options)
+    labels = torch.as_tensor(labels)
     if logits.dim() != 2 or labels.shape != logits.shape[:1]:
         raise ValueError(f"logits must be (N, V) and labels (N,); got {tuple(logits.shape)} and {tuple(labels.shape)}.")
     if logits.dtype != torch.float64:

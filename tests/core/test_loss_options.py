@@ -11,6 +11,7 @@ from transformers import Gemma2Config, Gemma2ForCausalLM
 from lmviz.core import toy
 from lmviz.core.loss_options import (
     PALM_Z_LOSS,
+    BadOption,
     LossOptions,
     check_options,
     entropy,
@@ -139,7 +140,7 @@ def test_float32_logits_agree_with_pytorch_in_float32():
     (LossOptions(shift=math.inf), "finite"),
 ])
 def test_settings_no_trainer_accepts_get_a_sentence(options, words):
-    with pytest.raises(ValueError, match=words):
+    with pytest.raises(BadOption, match=words):
         check_options(options)
 
 
