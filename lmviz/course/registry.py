@@ -160,7 +160,7 @@ PATH = (
            "how sentences of different lengths share one batch, and why its loss is a mean over tokens", CAUSAL,
            "[[Padding|padding]], [[-100|-100 / ignore_index]] labels, and why the batch's loss is a mean over "
            "tokens, not over sentences.",
-           "lmviz.lessons.batches", ("count", "means", "ignored"), "causal",
+           "lmviz.lessons.batches", ("count", "means", "ignored", "packed"), "causal",
            text_boxes=(TextBox(("batches",), "text_area", "batch_text", 2000),)),
     Lesson("masked_lm", "masked-lm", "Masked LM", "Masked LM: BERT's fill-in-the-blanks loss",
            ":material/theater_comedy:",

@@ -62,6 +62,9 @@ def test_batches_questions_follow_the_batch(tiny_gpt2):
         assert set(questions) == set(lesson.find("batches").questions)
         assert questions["count"].answer == sum(len(s) - 1 for s in sequences)
         assert questions["ignored"].answer == len(sequences) * max(map(len, sequences)) - sum(map(len, sequences))
+        # naive packing scores every next token of the row; the document mask not each sentence's first
+        naive = sum(map(len, sequences)) - 1
+        assert questions["packed"].answer == naive - sum(len(s) - 1 for s in sequences) == len(sequences) - 1
         gap = sum(hf_mean(tiny_gpt2, s) for s in sequences) / len(sequences) - hf_batch_loss(tiny_gpt2, sequences)
         if len(set(map(len, sequences))) == 1:
             expected = "equal"

@@ -38,7 +38,21 @@ def build_questions(attention_mask: torch.Tensor, labels: torch.Tensor, result: 
                       "and section 3 says what the model divides by.", digits=0),
         _means_question(result),
         _ignored_question(attention_mask, labels),
+        _packing_question(lengths),
     ]
+
+
+def _packing_question(lengths: list[int]) -> Question:
+    """How many more predictions naive packing counts than the document mask: one at each boundary."""
+    boundaries = len(lengths) - 1
+    return Question(
+        "packed", f"Section 6 packs the {len(lengths)} sentences in one row. How many more predictions does naive "
+                  "packing count than packing with a document mask?", boundaries,
+        reason=f"Naive packing also scores the first token of every sentence after the first, predicted from the end "
+               f"of the one before: one prediction at each of the {boundaries} boundaries between "
+               f"{len(lengths)} sentences.",
+        hint="the document mask gives each sentence's first token the label -100; naive packing scores every next "
+             "token of the row. Section 6's last sentence counts both.", digits=0)
 
 
 def _listed(numbers: list) -> str:
