@@ -306,7 +306,7 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
               "|g| is far below ε (as many of an embedding's weights are: the rows of tokens a text neither holds "
               "nor makes likely get tiny gradients). "
               "torch.optim.AdamW's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2."),
-    "packing": (("packing", "packed"),
+    "packing": (("packing",),
                 "Putting several training texts one after another in one row, instead of one per row with padding: "
                 "no slot is spent on pads. It is correct only with a document mask; without one, each text attends "
                 "to the texts before it in the row, and the first token of each is scored as if it followed the "
