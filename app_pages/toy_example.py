@@ -222,8 +222,6 @@ with st.expander("The curve of -log p, with this sentence's five labels on it (a
     show_chart(plots.nll_curve(walk["p_label"], names, walk["loss"], walk["uniform_loss"], font_px=chart_font_px()),
                key="toy_nll_curve")
 
-loss_options("toy", toy.logits(probs), labels, row_names)
-
 st.subheader("4. How training lowers the loss: the gradient, and one step")
 st.markdown(
     f"Training changes a model so that its loss falls. Here the model's only numbers are its "
@@ -321,6 +319,8 @@ with st.expander("One row's step by hand, and how a real model's step differs"):
         f"page trains its models with {term('AdamW', 'AdamW')}, which divides each weight's step by the size of "
         "that weight's recent gradients."
     )
+
+loss_options("toy", toy.logits(probs), labels, row_names, noun="word")
 
 show_code(toy.toy_loss, toy.loss_gradient, toy.one_step, clm_loss, token_cross_entropy)
 check_yourself("toy", build_questions(walk, step))

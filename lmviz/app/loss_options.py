@@ -1,4 +1,4 @@
-"""The fold "A trainer's options for this loss" that the Toy example and Next token share: label smoothing, the
+"""The fold "A trainer's options" that the Toy example and Next token share: label smoothing, the
 z-loss, logit soft-capping and each position's entropy, on the page's own logits (lmviz.core.loss_options)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ SMOOTHING = (0.0, 0.05, 0.1, 0.2, 0.5)
 Z_LOSS = (0.0, PALM_Z_LOSS, 1e-3, 1e-2)
 SHIFTS = (-20.0, -10.0, -5.0, 0.0, 5.0, 10.0, 20.0)
 CAPS = (0.0, 30.0, 15.0, 5.0, 2.0, 1.0)  # 0: no cap. Gemma 2's 30, nanochat's 15, and small ones that bend a lot
-LABEL = "A trainer's options for this loss: label smoothing, z-loss, soft-capping, entropy"
+LABEL = "A trainer's options: label smoothing, z-loss, soft-cap, entropy"
 
 
 def _chosen(prefix: str) -> LossOptions:
@@ -49,13 +49,13 @@ def _table(result: OptionLoss, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
-def _smoothing_said(result: OptionLoss, name: str) -> str:
+def _smoothing_said(result: OptionLoss, name: str, noun: str) -> str:
     o, r, c = result.options, result.rows[0], result.classes
     epsilon = o.label_smoothing
-    target = (f"With ε = {epsilon:g} the target is no longer 1 on the true token and 0 elsewhere: it is 1 − ε + ε/C = "
-              f"{fmt_prob(1 - epsilon + epsilon / c)} on the true token and ε/C = {fmt_prob(epsilon / c)} on each of "
-              f"the other {c - 1:,} (C = {c:,}, the whole vocabulary)." if epsilon else
-              "With ε = 0 the target is 1 on the true token and 0 elsewhere: the plain cross-entropy.")
+    target = (f"With ε = {epsilon:g} the target is no longer 1 on the true {noun} and 0 elsewhere: it is 1 − ε + ε/C "
+              f"= {fmt_prob(1 - epsilon + epsilon / c)} on the true {noun} and ε/C = {fmt_prob(epsilon / c)} on each "
+              f"of the other {c - 1:,} (C = {c:,}, the whole vocabulary)." if epsilon else
+              f"With ε = 0 the target is 1 on the true {noun} and 0 elsewhere: the plain cross-entropy.")
     return (f"**{term('Label smoothing', 'label smoothing')}.** {target} Each position's loss is "
             f"(1 − ε)·(−log p_label) + ε·(mean of −log p over all C classes); at {escape_markdown(name)}: "
             f"(1 − {epsilon:g}) × {fmt(r.capped_nll)} + {epsilon:g} × {fmt(r.uniform)} = **{fmt(r.smoothed)}**. "
@@ -84,18 +84,18 @@ def _z_loss_said(result: OptionLoss, unshifted: OptionLoss, name: str) -> str:
     return said + f"With {o.shift:+g} added to every logit, {seen}"
 
 
-def _cap_said(result: OptionLoss, raw_largest: float, name: str) -> str:
+def _cap_said(result: OptionLoss, raw_largest: float, name: str, noun: str) -> str:
     o, r = result.options, result.rows[0]
     if o.soft_cap is None:
         return (f"**{term('Soft-capping', 'soft-cap')}** (off). c·tanh(z/c) keeps every logit between −c and c, "
                 "nearly unchanged where it is well inside: Gemma 2 caps its output at 30, nanochat at 15.")
     return (f"**{term('Soft-capping', 'soft-cap')}** at c = {o.soft_cap:g}: c·tanh(z/c) keeps every logit between "
             f"−{o.soft_cap:g} and {o.soft_cap:g}. At {escape_markdown(name)} the largest logit goes from "
-            f"{fmt(raw_largest)} to {fmt(r.largest_logit)}, and −log p of the true token from {fmt(r.nll)} to "
+            f"{fmt(raw_largest)} to {fmt(r.largest_logit)}, and −log p of the true {noun} from {fmt(r.nll)} to "
             f"{fmt(r.capped_nll)}.")
 
 
-def _entropy_said(result: OptionLoss, names: list[str]) -> str:
+def _entropy_said(result: OptionLoss, names: list[str], noun: str) -> str:
     rows = result.rows
     more = [r for r in rows if r.nll > r.entropy]
     example = max(rows, key=lambda r: r.nll - r.entropy)
@@ -108,20 +108,23 @@ def _entropy_said(result: OptionLoss, names: list[str]) -> str:
                    f"{escape_markdown(names[example.position])}: −log p(label) = {fmt(example.nll)}, H = "
                    f"{fmt(example.entropy)}.")
     else:
-        counted = (f"It paid less than it expected at all {len(rows)} positions: each true token was among its "
+        counted = (f"It paid less than it expected at all {len(rows)} positions: each true {noun} was among its "
                    "likelier guesses.")
     return (f"**{term('Entropy', 'entropy')}.** H = −Σ p log p over the whole vocabulary is how spread the model's "
-            f"guess is, in nats: 0 when it is sure of one token, ln C = {fmt(math.log(result.classes))} when every "
-            "token is as likely. It is the −log p the model expects to pay at a position if the next token came as "
-            f"often as its own probabilities say; −log p(label) is what it paid. {counted}")
+            f"guess is, in {term('nats', 'nats')}: 0 when it is sure of one {noun}, ln C = "
+            f"{fmt(math.log(result.classes))} when every {noun} is as likely. It is the −log p the model expects to "
+            f"pay at a position if the next {noun} came as often as its own probabilities say; −log p(label) is what "
+            f"it paid. {counted}")
 
 
-def loss_options(prefix: str, logits: torch.Tensor, label_ids: list[int], names: list[str]) -> OptionLoss:
+def loss_options(prefix: str, logits: torch.Tensor, label_ids: list[int], names: list[str],
+                 noun: str = "token") -> OptionLoss:
     """The fold's controls and numbers for ``logits`` (N, V) and the N ``label_ids``; ``names`` says each position as
-    the page does. Keys and link names start with ``prefix``."""
+    the page does, and ``noun`` what the vocabulary holds ("word" on the Toy example). Keys and link names start with
+    ``prefix``."""
     with st.expander(LABEL):
-        st.caption("What a training configuration adds to the cross-entropy above. The plain loss does not change; "
-                   "the trainer's loss is computed from the same logits.")
+        st.caption(f"What a training configuration adds to the {term('cross-entropy', 'cross-entropy')} above. The "
+                   "plain loss does not change; the trainer's loss is computed from the same logits.")
         options = _chosen(prefix)
         result = with_options(logits, label_ids, options)
         unshifted = with_options(logits, label_ids, LossOptions(options.label_smoothing, options.z_loss,
@@ -133,8 +136,8 @@ def loss_options(prefix: str, logits: torch.Tensor, label_ids: list[int], names:
         row.metric("Trainer's loss: the sum", fmt(result.total), width="content")
         first = names[result.rows[0].position]
         raw_largest = float((logits[result.rows[0].position].double() + options.shift).max())
-        for said in (_smoothing_said(result, first), _z_loss_said(result, unshifted, first),
-                     _cap_said(result, raw_largest, first), _entropy_said(result, names)):
+        for said in (_smoothing_said(result, first, noun), _z_loss_said(result, unshifted, first),
+                     _cap_said(result, raw_largest, first, noun), _entropy_said(result, names, noun)):
             st.markdown(said)
         readable_table(_table(result, names), hide_index=True)
         st.caption("The order is a trainer's: the shift (a demonstration), then the soft-cap, then the cross-entropy, "

@@ -331,8 +331,8 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
     "SimPO": (("SimPO",),
               "Simple preference optimisation (Meng et al. 2024): −log σ(β · (the chosen answer's mean log p per token "
               "− the rejected one's) − γ), with no reference model and a target margin γ. TRL computes it in its "
-              "CPOTrainer (loss_type=\"simpo\", β 0.1, γ 0.5 by default) and adds cpo_alpha (1.0) × the chosen "
-              "answer's NLL unless cpo_alpha is set to 0."),
+              "CPOTrainer, whose CPOConfig has β 0.1, γ 0.5 and cpo_alpha 1.0 by default: it adds cpo_alpha × the "
+              "chosen answer's NLL unless cpo_alpha is set to 0."),
     "ORPO": (("ORPO",),
              "Odds ratio preference optimisation (Hong et al. 2024): the chosen answer's NLL plus λ × "
              "−log σ(log(odds(chosen) / odds(rejected))), where odds(y) = p / (1 − p) and p is the answer's mean "
@@ -374,7 +374,8 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
 # link, and on a term of the glossary the page uses without declaring it.
 LESSON_TERMS: dict[str, tuple[str, ...]] = {
     "toy": ("label", "greedy decoding", "perplexity", "logit", "log-probability", "softmax", "gradient",
-            "learning rate", "SGD", "optimizer step", "AdamW", "label smoothing", "z-loss", "soft-cap", "entropy"),
+            "learning rate", "SGD", "optimizer step", "AdamW", "label smoothing", "z-loss", "soft-cap", "entropy",
+            "cross-entropy", "nats"),
     "sentence": ("token", "label", "log-probability", "cross-entropy", "softmax", "byte piece"),
     "next-token": ("token", "logit", "softmax", "temperature", "log-probability", "greedy decoding", "sampling",
                    "seed", "byte piece"),

@@ -185,7 +185,7 @@ PATH = (
     Lesson("train", "train", "Train", "Train: watch a model learn", ":material/monitoring:",
            "what a loss curve shows: where an untrained model starts and how far training takes it", "Training",
            "Pre-train a tiny GPT or BERT from scratch and watch its loss fall from about ln V, a uniform guess; for "
-           "next-token prediction, toward the stories' own entropy, which no model beats on average.",
+           "next-token prediction, toward the stories' own [[entropy|entropy]], which no model beats on average.",
            "lmviz.lessons.training", ("start", "perplexity"),
            text_boxes=(TextBox(("train alone", "train among ordinary text"), "text_area", "train_text", 1_000_000),)),
 )

@@ -1,4 +1,4 @@
-"""The fold "A trainer's options for this loss" on the Toy example and Next token: its numbers against PyTorch's
+"""The fold "A trainer's options" on the Toy example and Next token: its numbers against PyTorch's
 cross_entropy (label smoothing), a logsumexp by hand (the z-loss) and tanh (the soft-cap) on the page's own logits,
 and its sentences against those numbers."""
 

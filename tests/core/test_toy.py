@@ -126,6 +126,17 @@ def font_sizes(spec, inside_font: bool = False):
             yield from font_sizes(value, inside_font)
 
 
+def options_fold(rows: list[list[float]]) -> dict[str, str]:
+    """The fold "A trainer's options" at its defaults (ε = 0.1, PaLM's z-loss, no shift, no cap), by
+    PyTorch: the table's logits are log p, so log Z = 0 and the z-loss 0."""
+    z = torch.tensor(rows, dtype=torch.float64)
+    z = (z / z.sum(-1, keepdim=True)).log()
+    smoothed = F.cross_entropy(z, torch.tensor(LABELS), label_smoothing=0.1).item()
+    return {"Plain loss": fmt(F.cross_entropy(z, torch.tensor(LABELS)).item()),
+            "Cross-entropy with these options": fmt(smoothed), "z-loss": fmt(0.0),
+            "Trainer's loss: the sum": fmt(smoothed)}
+
+
 def assert_page_shows(at: AppTest, expected: dict) -> None:
     metrics = {m.label: m.value for m in at.metric}
     assert metrics == {"Loss: mean(-log p)": fmt(expected["loss"]),
@@ -133,7 +144,8 @@ def assert_page_shows(at: AppTest, expected: dict) -> None:
                        "Uniform guess: ln 10": fmt(math.log(10)),
                        "Loss before": fmt(expected["loss"]),  # section 4, at the default rate, 1
                        "Loss after one step": fmt(sgd_step(torch.tensor(expected["rows"], dtype=torch.float64),
-                                                           1.0)["loss"])}
+                                                           1.0)["loss"]),
+                       **options_fold(expected["rows"])}
     sum_line = f"**loss** = ({' + '.join(fmt(v) for v in expected['nll'])}) / 5 = **{fmt(expected['loss'])}**"
     assert sum_line in [m.value for m in at.markdown]
     steps = next(d.value for d in at.dataframe if "-log p(label)" in d.value.columns)

@@ -79,8 +79,8 @@ def test_every_batches_table_fits_a_projector(projector, server, mode):
 def test_every_toy_table_fits_a_projector(projector, server, mode):
     open_page(projector, server, "toy", mode)
     assert open_folds(projector) >= 1  # the gradient's table is folded (issue 39)
-    # vocabulary, labels, editor, steps 1-2, step 3, the gradient, one step
-    assert projector.locator(VISIBLE_TABLES).count() == 7
+    # vocabulary, labels, editor, steps 1-2, step 3, the gradient, one step, a trainer's options
+    assert projector.locator(VISIBLE_TABLES).count() == 8
     assert overflowing(projector) == []
 
 

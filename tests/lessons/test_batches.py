@@ -339,7 +339,7 @@ def test_batches_tables_are_key_tables_in_presentation_mode():
     at.session_state["present"] = True
     at.run()
     assert not at.exception
-    assert len(at.dataframe) == 0 and len(at.table) == 6
+    assert len(at.dataframe) == 0 and len(at.table) == 7  # section 6 packs the sentences in a seventh
 
 
 # Packing
@@ -380,13 +380,14 @@ def test_packed_labels_and_positions_are_transformers_flattening_collators(bundl
 
 
 def test_the_document_mask_gives_each_sentence_its_separate_loss_and_the_padded_batchs(bundled):
-    """The packed row with a document mask scores every token as the sentence's own forward does (≤ 5e-5 in
-    float32), so its loss is the padded batch's token-weighted loss. If the forward passed an attention mask or
-    used a cache, transformers would build no document mask and this test would fail (the next one shows it)."""
+    """The packed row with a document mask scores every token as the sentence's own forward does, to float32's
+    rounding of another kernel (the largest gap measured: 5.2e-5 on a -log p of 13.3, 4e-6 relative), so its loss is
+    the padded batch's token-weighted loss. If the forward passed an attention mask or used a cache, transformers
+    would build no document mask and this test would fail: the next one shows those gaps are above 1e-2."""
     model = bundled.model
     sequences = encode_sentences(bundled.tokenizer, PACKED_TEXTS)
     packed = packed_losses(model, sequences, DOCUMENT_MASK)
-    assert close(packed.nll, separate_nll(model, sequences), 5e-5)
+    assert close(packed.nll, separate_nll(model, sequences), 1e-4)
     ids, mask = pad_batch(sequences, bundled.tokenizer.pad_token_id or 0, "right")
     padded = batch_losses(model, ids, mask, labels_for(ids, mask))
     assert packed.loss == pytest.approx(padded.token_weighted_mean, abs=5e-5)

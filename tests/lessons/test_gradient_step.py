@@ -589,7 +589,7 @@ def test_the_squared_norm_a_chunk_at_a_time_is_the_float64_norms_square(size):
 def test_the_pages_options_fold_is_torch_optims_clipped_and_scheduled_steps(bundled):
     """One step of learning's fold at clipping 1.0 and one warm-up step, against torch.optim.SGD with
     clip_grad_norm_ and transformers' cosine schedule on a copy; a warm-up as long as the steps gets a sentence."""
-    from tests.helpers import open_page
+    from tests.helpers import open_page, unescaped
 
     at = open_page("app_pages/gradient_step.py")
     at.select_slider(key="step_max_norm").set_value(1.0)
@@ -611,4 +611,4 @@ def test_the_pages_options_fold_is_torch_optims_clipped_and_scheduled_steps(bund
     at.select_slider(key="step_warmup").set_value(5).run(timeout=600)
     assert not at.exception, at.exception
     fold = next(e for e in at.expander if e.label.startswith("A trainer's options for these steps"))
-    assert any(f"fewer than the {steps} steps; got 5." in w.value for w in fold.warning)
+    assert any(f"fewer than the {steps} steps; got 5." in unescaped(w.value) for w in fold.warning)

@@ -83,4 +83,4 @@ def smoothing_questions(walk: dict, rows: list[str]) -> list[Question]:
         reason=f"(1 − ε)·(-log p(label)) + ε·(the mean over all words) = {1 - e:g} × {fmt(nll)} + {e:g} × "
                f"{fmt(mean)} = {fmt(answer)}.",
         hint="the target puts 1 − ε on the label and spreads ε over all the words; the fold “A trainer's "
-             "options for this loss” has both numbers for every row.")]
+             "options” at the end of the page has both numbers for every row.")]
