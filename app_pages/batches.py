@@ -278,9 +278,9 @@ st.markdown(f"The padded batch has {len(sequences)} rows × {room.padded // len(
             f"{term('Packing', 'packing')} puts the {room.tokens} tokens in one row instead, one sentence after "
             f"another; it is correct only with a {term('document mask', 'document mask')}.")
 left, middle, end, last = st.columns(4)
-left.metric("Padded batch: token-weighted loss", fmt(right.token_weighted_mean))
+left.metric("Padded batch", fmt(right.token_weighted_mean))
 middle.metric("Packed, document mask", fmt(packed[DOCUMENT_MASK].loss))
-end.metric("Packed, position ids only", fmt(packed[POSITIONS_ONLY].loss))
+end.metric("Packed, positions only", fmt(packed[POSITIONS_ONLY].loss))
 last.metric("Packed naively", fmt(packed[NAIVE].loss))
 masked, naive = packed[DOCUMENT_MASK], packed[NAIVE]
 st.markdown(
