@@ -52,7 +52,7 @@ def _packing_question(lengths: list[int]) -> Question:
                f"of the one before: one prediction at each of the {boundaries} boundaries between "
                f"{len(lengths)} sentences.",
         hint="the document mask gives each sentence's first token the label -100; naive packing scores every next "
-             "token of the row. Section 6's last sentence counts both.", digits=0)
+             "token of the row. The last sentence of section 6 counts both.", digits=0)
 
 
 def _listed(numbers: list) -> str:
