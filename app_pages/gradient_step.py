@@ -25,6 +25,7 @@ from lmviz.lessons.gradient_step import (
     MAX_STEPS,
     SIGN_LIKE,
     STEP_MAX_TOKENS,
+    TRAINER_MAX_GRAD_NORM,
     adamw_first_step,
     logit_gradient,
     sgd_steps,
@@ -279,12 +280,12 @@ with st.expander("A trainer's options for these steps: gradient clipping, and a 
     warmup = url_state.linked(url_state.choice("step_warmup", "off", WARMUPS), warmup_column.select_slider,
                               "Warm-up steps, then a cosine decay", WARMUPS, format_func=str)
     st.markdown(
-        f"**Clipping** by the global norm (`torch.nn.utils.clip_grad_norm_`, transformers' Trainer clips at 1.0 by "
-        "default): when ‖g‖ over every weight is above the limit, every entry of g is multiplied by "
-        "limit / (‖g‖ + 10⁻⁶), so the gradient keeps its direction and its length becomes the limit. **A warm-up "
-        f"then a cosine decay** (transformers' `get_cosine_schedule_with_warmup`): the rate climbs from 0 to lr = "
-        f"{lr:g} over the warm-up steps, then falls along half a cosine towards 0 at the end of the {result.steps} "
-        "steps.")
+        f"**Clipping** by the global norm (`torch.nn.utils.clip_grad_norm_`, transformers' Trainer clips at "
+        f"{TRAINER_MAX_GRAD_NORM:g} by default): when ‖g‖ over every weight is above the limit, every entry of g is "
+        "multiplied by limit / (‖g‖ + 10⁻⁶), so the gradient keeps its direction and its length becomes the limit. "
+        "**A warm-up then a cosine decay** (transformers' `get_cosine_schedule_with_warmup`): the rate climbs from 0 "
+        f"to lr = {lr:g} over the warm-up steps, then falls along half a cosine towards 0 at the end of the "
+        f"{result.steps} steps.")
     if clip == "off" and warmup == "off":
         st.caption("Turn either on to take the same steps with it, beside the steps above.")
     else:

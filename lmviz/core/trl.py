@@ -1,8 +1,9 @@
-"""What TRL's GRPOTrainer does, by name and by default: the one place lmviz states TRL's choices.
+"""What TRL's trainers do, by name and by default: the one place lmviz states TRL's choices.
 
 Torch-free, so that the glossary and the questions (lmviz.course) can say them too. Read from TRL 1.16.0's
-trl/trainer/grpo_config.py and grpo_trainer.py. tests/lessons/test_grpo.py fails when a page, the glossary or a
-docs page names a TRL default these fields do not hold.
+trl/trainer/grpo_config.py and grpo_trainer.py, dpo_config.py, kto_config.py, and the CPO and ORPO configs under
+trl/experimental. tests/lessons/test_grpo.py fails when a page, the glossary or a docs page names a TRL GRPO default
+these fields do not hold.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ class TrlGrpo:
     loss_type: str = DAPO  # GRPOConfig.loss_type; its docs call "grpo" "not recommended due to length bias"
     loss_types: tuple[str, ...] = (GRPO, DR_GRPO, DAPO, BNPO, CISPO, SAPO, LUSPO, VESPO)  # as its docs list them
     beta: float = 0.0  # no KL term and no reference model at all
-    epsilon: float = 0.2  # epsilon_high defaults to epsilon: a symmetric clip
+    epsilon: float = 0.2  # the clip's lower bound, 1 − ε; and its upper one, 1 + ε, while epsilon_high is None
+    epsilon_high: float | None = None  # None: epsilon, a symmetric clip
     scale_rewards: str = "group"  # ÷ the group's sample std (nanstd: Bessel's correction), + std_eps
     std_eps: float = 1e-4  # added to the std before dividing: (r − mean) / (std + 1e-4)
     num_iterations: int = 1  # μ, updates per generated batch: with 1, every ratio the loss sees is exactly 1
@@ -34,3 +36,25 @@ class TrlGrpo:
 
 
 TRL = TrlGrpo()
+
+# GRPOConfig's docs recommend these for epsilon_high: DAPO's clip-higher (Yu et al. 2025) with loss types that clip
+# r to [1 − ε, 1 + ε_high]; with loss_type "cispo" epsilon_high is ScaleRL's ε_max, a cap on r itself, not on r − 1
+DAPO_EPSILON_HIGH = 0.28
+CISPO_EPSILON_MAX = 5.0
+
+
+@dataclass(frozen=True)
+class TrlPreference:
+    """The defaults of TRL's preference trainers that the chat page's losses use."""
+    version: str = "1.16.0"
+    dpo_beta: float = 0.1  # DPOConfig.beta
+    cpo_beta: float = 0.1  # CPOConfig.beta: SimPO's β with loss_type="simpo"
+    simpo_gamma: float = 0.5  # CPOConfig.simpo_gamma: SimPO's margin γ
+    cpo_alpha: float = 1.0  # CPOConfig.cpo_alpha: the weight of the chosen answer's NLL, added by default
+    orpo_beta: float = 0.1  # ORPOConfig.beta: the paper's λ, the weight of the odds-ratio term
+    kto_beta: float = 0.1  # KTOConfig.beta
+    kto_desirable_weight: float = 1.0  # KTOConfig.desirable_weight
+    kto_undesirable_weight: float = 1.0  # KTOConfig.undesirable_weight
+
+
+PREFERENCE = TrlPreference()

@@ -37,6 +37,7 @@ import torch
 
 from lmviz.core.labels import IGNORE_INDEX
 from lmviz.core.text import readable_token, valid_text
+from lmviz.core.trl import PREFERENCE
 from lmviz.errors import LearnerError, NothingToScore
 from lmviz.lessons.causal_lm import length_limit
 from lmviz.lessons.next_token import BadInput
@@ -44,7 +45,7 @@ from lmviz.lessons.next_token import BadInput
 TEMPLATE = "template"  # the role of text the chat template writes itself (markers, role names, newlines)
 # The three labellings a page can show, in its order: lmviz's, TRL's completion-only, every token
 ANSWER, COMPLETION, EVERY = "answer", "completion", "every"
-DEFAULT_BETA = 0.1  # TRL's DPOConfig default
+DEFAULT_BETA = PREFERENCE.dpo_beta  # TRL's DPOConfig default
 # The Chat page's conversation until the learner types their own; RL fine-tuning's reward-model section starts
 # from the same pair
 DEFAULT_QUESTION = "What is the capital of France?"
@@ -665,11 +666,11 @@ def dpo_from_comparisons(policy: AnswerComparison, reference: AnswerComparison, 
 
 # --- the preference losses beside DPO, from the same sums and token counts ---------------------------------
 
-# TRL's defaults: CPOConfig (SimPO is its loss_type="simpo") has beta 0.1, simpo_gamma 0.5 and cpo_alpha 1.0, an NLL
-# term it adds by default; ORPOConfig's beta (the paper's λ) is 0.1; KTOConfig's beta 0.1 and both weights 1.0
-SIMPO_BETA, SIMPO_GAMMA, CPO_ALPHA = 0.1, 0.5, 1.0
-ORPO_LAMBDA = 0.1
-KTO_BETA, KTO_DESIRABLE_WEIGHT, KTO_UNDESIRABLE_WEIGHT = 0.1, 1.0, 1.0
+# TRL's defaults (lmviz.core.trl): SimPO is CPOConfig's loss_type="simpo", which adds an NLL term by default
+SIMPO_BETA, SIMPO_GAMMA, CPO_ALPHA = PREFERENCE.cpo_beta, PREFERENCE.simpo_gamma, PREFERENCE.cpo_alpha
+ORPO_LAMBDA = PREFERENCE.orpo_beta
+KTO_BETA = PREFERENCE.kto_beta
+KTO_DESIRABLE_WEIGHT, KTO_UNDESIRABLE_WEIGHT = PREFERENCE.kto_desirable_weight, PREFERENCE.kto_undesirable_weight
 
 
 def sigmoid(x: float) -> float:

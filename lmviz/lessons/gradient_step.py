@@ -93,6 +93,11 @@ def check_steps(steps: int) -> int:
     return steps
 
 
+# transformers' TrainingArguments.max_grad_norm default: its Trainer clips every step's gradient to this norm.
+# Importing TrainingArguments takes seconds, so the page states it from here; a test reads the installed one
+TRAINER_MAX_GRAD_NORM = 1.0
+
+
 def check_max_norm(max_norm: float | None) -> float | None:
     is_number = isinstance(max_norm, (int, float)) and not isinstance(max_norm, bool)
     if max_norm is not None and not (is_number and math.isfinite(max_norm) and max_norm > 0):

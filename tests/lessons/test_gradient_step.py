@@ -276,6 +276,14 @@ def reference_trainer_steps(loaded, text: str, lr: float, steps: int, max_norm: 
     return record
 
 
+def test_the_trainers_clipping_norm_the_page_states_is_the_installed_transformers():
+    from transformers import TrainingArguments
+
+    from lmviz.lessons.gradient_step import TRAINER_MAX_GRAD_NORM
+
+    assert TrainingArguments.__dataclass_fields__["max_grad_norm"].default == TRAINER_MAX_GRAD_NORM
+
+
 @pytest.mark.parametrize("max_norm, warmup", [(1.0, None), (None, 2), (0.5, 1), (1e6, None)])
 def test_clipped_and_scheduled_steps_are_torch_optims_with_clip_grad_norm_and_transformers_schedule(
         tiny, max_norm, warmup):
