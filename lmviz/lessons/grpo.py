@@ -42,7 +42,20 @@ from typing import Callable
 import torch
 
 from lmviz.core.text import readable_token, valid_text
-from lmviz.core.trl import BNPO, CISPO, DAPO, DR_GRPO, GRPO, LUSPO, SAPO, SEQUENCE, TOKEN, TRL, VESPO
+from lmviz.core.trl import (
+    BNPO,
+    CISPO,
+    CISPO_EPSILON_MAX,
+    DAPO,
+    DR_GRPO,
+    GRPO,
+    LUSPO,
+    SAPO,
+    SEQUENCE,
+    TOKEN,
+    TRL,
+    VESPO,
+)
 from lmviz.errors import NothingToScore
 from lmviz.lessons.causal_lm import length_limit, seconds_since
 from lmviz.lessons.chat_loss import ChatTemplateError, NoChatTemplate, minus_log_sigmoid
@@ -387,6 +400,84 @@ def _clipped_units(terms: dict, advantages: torch.Tensor, level: str) -> tuple[i
     else:
         below = taken & (advantages[:, None] < 0)
     return int(below.sum()), int((taken & ~below).sum())
+
+
+# --- what other trainers change: clip-higher, CISPO, the overlong penalty --------------------------------------
+
+def rescored(loss: GroupLoss, **settings) -> GroupLoss:
+    """``loss``'s tokens, their log π_θ, log π_old and log π_ref, scored again with other ``settings`` (any of
+    group_loss's: epsilon_low, epsilon_high, beta, level, ...): arithmetic on the numbers, not the model."""
+    rows = {name: [[getattr(t, name) for t in answer] for answer in loss.tokens]
+            for name in ("logp_new", "logp_old", "logp_ref")}
+    has_ref = all(x is not None for row in rows["logp_ref"] for x in row)
+    kept = dict(epsilon_low=loss.epsilon_low, epsilon_high=loss.epsilon_high, level=loss.level, beta=loss.beta,
+                max_completion_length=loss.max_completion_length, loss_type=loss.loss_type,
+                kl_bias_correction=loss.kl_bias_correction)
+    return group_loss(rows["logp_new"], rows["logp_old"], loss.advantages,
+                      logp_ref=rows["logp_ref"] if has_ref else None, **(kept | settings))
+
+
+def released_by_clip_higher(loss: GroupLoss) -> list[TokenTerms]:
+    """The tokens whose clipped term a symmetric clip at ε_low would hold and ``loss``'s ε_high does not: A > 0
+    and 1 + ε_low < r ≤ 1 + ε_high, so they keep their gradient (DAPO's clip-higher). None where
+    ε_high ≤ ε_low."""
+    symmetric = rescored(loss, epsilon_high=loss.epsilon_low)
+    return [token for answer, held in zip(loss.tokens, symmetric.tokens) for token, was in zip(answer, held)
+            if was.takes_clipped and not token.takes_clipped]
+
+
+@dataclass
+class CispoToken:
+    """One token under CISPO (MiniMax-M1, 2025) as TRL's loss_type "cispo" computes it: the per-token term
+    −sg(min(r, ε_max))·A·log π_θ, with a token-level ratio and the token count of the group as its divisor
+    (as dapo)."""
+    answer: int
+    position: int
+    ratio: float
+    advantage: float
+    weight: float  # min(r, ε_max)·A, detached: what multiplies log π_θ
+    gradient: float  # ∂(the CISPO loss)/∂ log π_θ of this token: −weight / the group's token count
+    ppo_gradient: float  # the same for PPO's clipped term averaged as dapo: −r·A / count, or 0 where it is clipped
+    ppo_clipped: bool  # PPO's min takes the clipped term here, so its gradient is 0 and CISPO's is not
+
+
+@dataclass
+class Cispo:
+    epsilon_max: float
+    loss: float  # Σ −min(r, ε_max)·A·log π_θ / count: its value depends on log π_θ itself; its gradient is the point
+    tokens: list[list[CispoToken]]
+    capped: int  # tokens with r > ε_max and A > 0: TRL's cispo_clip_ratio × the count
+    kept_by_cispo: int  # tokens PPO's clip holds (gradient 0) that CISPO still pushes
+
+
+def cispo(loss: GroupLoss, epsilon_max: float = CISPO_EPSILON_MAX) -> Cispo:
+    """CISPO on ``loss``'s tokens (their ratios and advantages, token level). ε_max is TRL's epsilon_high under
+    loss_type "cispo": a cap on r itself, not on r − 1. PPO's clip is ``loss``'s (ε_low, ε_high)."""
+    if not _is_number(epsilon_max) or epsilon_max <= 0:
+        raise BadInput(f"CISPO's cap on the ratio, ε_max, must be a number above 0 (TRL's docs recommend "
+                       f"{CISPO_EPSILON_MAX:g}); got {epsilon_max!r}.")
+    if loss.level != TOKEN:
+        raise BadInput("CISPO weighs each token by its own ratio: it is computed at token level.")
+    count = loss.token_count
+    tokens = [[CispoToken(t.answer, t.position, t.ratio, t.advantage, weight=min(t.ratio, epsilon_max) * t.advantage,
+                          gradient=-min(t.ratio, epsilon_max) * t.advantage / count,
+                          ppo_gradient=0.0 if t.takes_clipped else -t.ratio * t.advantage / count,
+                          ppo_clipped=t.takes_clipped)
+               for t in answer] for answer in loss.tokens]
+    value = math.fsum(-c.weight * t.logp_new for answer, row in zip(loss.tokens, tokens) for t, c in zip(answer, row))
+    flat = [c for row in tokens for c in row]
+    return Cispo(float(epsilon_max), value / count, tokens,
+                 capped=sum(c.ratio > epsilon_max and c.advantage > 0 for c in flat),
+                 kept_by_cispo=sum(c.ppo_clipped and c.gradient != 0 for c in flat))
+
+
+def overlong_penalty(lengths: list[int], max_length: int, cache: int) -> list[float]:
+    """DAPO's soft overlong punishment (Yu et al. 2025, eq. 13; TRL's get_soft_overlong_punishment), added to each
+    answer's reward: 0 up to max_length − cache tokens, then falling linearly to −1 at max_length, −1 beyond."""
+    max_length = _check_whole(max_length, "longest answer, L_max", 1, 10**9)
+    cache = _check_whole(cache, "penalty's cache, L_cache", 0, max_length)
+    start = max_length - cache
+    return [0.0 if n <= start else -1.0 if n > max_length else (start - n) / cache for n in lengths]
 
 
 # --- the reward model, and DPO as one ---------------------------------------------------------------------

@@ -39,6 +39,7 @@ from lmviz.lessons.grpo import (
     at_most_tokens,
     bradley_terry,
     clip_terms,
+    cispo,
     contains_number,
     contains_word,
     dpo_as_bradley_terry,
@@ -47,6 +48,9 @@ from lmviz.lessons.grpo import (
     grpo_step,
     implicit_reward,
     leave_one_out,
+    overlong_penalty,
+    released_by_clip_higher,
+    rescored,
     rewards,
     sample_group,
     stop_ids,
@@ -368,6 +372,98 @@ def test_losses_it_cannot_compute_are_one_sentence(call):
         call()
     assert one_sentence(str(raised.value))
 
+
+# --- clip-higher, CISPO, the overlong penalty -----------------------------------------------------------------
+
+@pytest.mark.parametrize("seed, count", [(0, 2), (1, 0), (6, 0)])
+def test_clip_higher_releases_exactly_the_tokens_between_the_two_upper_bounds(seed, count):
+    """DAPO's clip-higher: with ε_high above ε_low, a token with A > 0 and 1 + ε_low < r ≤ 1 + ε_high keeps its
+    gradient; every other token is clipped as before. Counted from the ratios, as DAPO's paper defines it."""
+    new, old, ref, adv = random_group(seed)
+    asymmetric = group_loss(new, old, adv, 0.2, 0.28, TOKEN, ref, 0.04)
+    released = released_by_clip_higher(asymmetric)
+    expected = [(i, t) for i in range(len(new)) for t in range(len(new[i]))
+                if adv[i] > 0 and 1.2 < math.exp(new[i][t] - old[i][t]) <= 1.28]
+    assert len(expected) == count
+    assert [(t.answer, t.position) for t in released] == expected
+    symmetric = group_loss(new, old, adv, 0.2, 0.2, TOKEN, ref, 0.04)
+    assert symmetric.clipped_high - asymmetric.clipped_high == len(expected)
+    assert symmetric.clipped_low == asymmetric.clipped_low
+    assert all(t.surrogate_gradient != 0 for t in released)
+
+
+def test_a_symmetric_clip_releases_nothing():
+    new, old, ref, adv = random_group(1)
+    assert released_by_clip_higher(group_loss(new, old, adv, 0.2, None, TOKEN, ref, 0.04)) == []
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_rescoring_with_the_same_settings_gives_the_same_loss(seed):
+    new, old, ref, adv = random_group(seed)
+    loss = group_loss(new, old, adv, 0.2, 0.28, SEQUENCE, ref, 0.04, 12, DR_GRPO, True)
+    assert rescored(loss) == loss
+    other = rescored(loss, beta=0.0, level=TOKEN)
+    assert other == group_loss(new, old, adv, 0.2, 0.28, TOKEN, ref, 0.0, 12, DR_GRPO, True)
+
+
+@pytest.mark.parametrize("seed, epsilon_max", [(0, 5.0), (1, 1.1), (2, 0.9), (6, 1.3)])
+def test_cispo_is_trls_per_token_loss_and_its_autograd(seed, epsilon_max):
+    """TRL's loss_type "cispo": per_token_loss = −clamp(r, max=ε_high).detach() · A · log π_θ, summed over the
+    group's tokens and divided by their count; the gradient by autograd, PPO's beside it as dapo's."""
+    new, old, ref, adv = random_group(seed)
+    loss = group_loss(new, old, adv, 0.2, 0.28, TOKEN, ref, 0.0, loss_type=DAPO)
+    result = cispo(loss, epsilon_max)
+    count = sum(len(row) for row in new)
+    logp = [torch.tensor(row, dtype=torch.float64, requires_grad=True) for row in new]
+    total = sum((-torch.clamp(torch.exp(lp - torch.tensor(o, dtype=torch.float64)), max=epsilon_max).detach()
+                 * a * lp).sum() for lp, o, a in zip(logp, old, adv)) / count
+    total.backward()
+    assert result.loss == pytest.approx(total.item(), rel=1e-12, abs=1e-15)
+    for row, lp, terms in zip(result.tokens, logp, loss.tokens):
+        for c, g, t in zip(row, lp.grad.tolist(), terms):
+            assert c.gradient == pytest.approx(g, rel=1e-12, abs=1e-15)
+            assert c.ppo_gradient == pytest.approx(t.surrogate_gradient, rel=1e-12, abs=1e-15)  # dapo, β = 0
+    flat = [c for row in result.tokens for c in row]
+    assert result.capped == sum(c.ratio > epsilon_max and c.advantage > 0 for c in flat)  # TRL's cispo_clip_ratio
+    assert result.kept_by_cispo == sum(c.ppo_clipped for c in flat) > 0  # the clip held some; CISPO pushes them all
+
+
+def test_where_neither_clips_cispos_gradient_is_ppos():
+    new, old, ref, adv = random_group(0)
+    result = cispo(group_loss(new, old, adv, 0.2, 0.28, TOKEN, ref, 0.0, loss_type=DAPO), 5.0)
+    free = [c for row in result.tokens for c in row if not c.ppo_clipped]
+    assert free and all(c.gradient == pytest.approx(c.ppo_gradient, rel=1e-12) for c in free)
+
+
+def dapo_equation_13(length: int, max_length: int, cache: int) -> float:
+    """DAPO's paper, eq. 13, as printed: R_length(y)."""
+    if length <= max_length - cache:
+        return 0.0
+    if length <= max_length:
+        return ((max_length - cache) - length) / cache
+    return -1.0
+
+
+@pytest.mark.parametrize("max_length, cache", [(100, 20), (12, 4), (12, 0), (12, 12), (1, 1)])
+def test_the_overlong_penalty_is_dapos_equation_13(max_length, cache):
+    lengths = list(range(1, max_length + 3))
+    assert overlong_penalty(lengths, max_length, cache) == [dapo_equation_13(n, max_length, cache) for n in lengths]
+
+
+def test_the_overlong_penalty_of_trls_docs_example():
+    assert overlong_penalty([90], 100, 20) == [-0.5]  # TRL's get_soft_overlong_punishment docstring
+
+
+@pytest.mark.parametrize("call", [
+    lambda: overlong_penalty([3], 0, 0), lambda: overlong_penalty([3], 10, 11), lambda: overlong_penalty([3], 10, -1),
+    lambda: overlong_penalty([3], 10.5, 2), lambda: cispo(group_loss([[0.0]], [[0.0]], [1.0]), 0.0),
+    lambda: cispo(group_loss([[0.0]], [[0.0]], [1.0]), math.nan),
+    lambda: cispo(group_loss([[0.0]], [[0.0]], [1.0], level=SEQUENCE), 5.0),
+])
+def test_variants_it_cannot_compute_are_one_sentence(call):
+    with pytest.raises(BadInput) as raised:
+        call()
+    assert one_sentence(str(raised.value))
 
 # --- the reward model and DPO ------------------------------------------------------------------------------
 
