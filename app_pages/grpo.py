@@ -19,7 +19,7 @@ from lmviz.app.training import cached_group, cached_grpo_step, group_key
 from lmviz.app.widgets import metric_row, result_panel, show_code
 from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import escape_markdown
-from lmviz.core.trl import TRL
+from lmviz.core.trl import CISPO, CISPO_EPSILON_MAX, DAPO_EPSILON_HIGH, TRL
 from lmviz.course.questions.grpo import build_questions
 from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures.chips import chip_row, stacked_chip
@@ -61,12 +61,16 @@ from lmviz.lessons.grpo import (
     aggregate,
     at_most_tokens,
     bradley_terry,
+    cispo,
     clip_terms,
     contains_number,
     contains_word,
     dpo_as_bradley_terry,
     grpo_step,
     leave_one_out,
+    overlong_penalty,
+    released_by_clip_higher,
+    rescored,
     rewards,
 )
 from lmviz.lessons.next_token import MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput
@@ -87,6 +91,7 @@ SCALING_WORDS = {MEAN: "R − mean (Dr. GRPO)", POPULATION_STD: "÷ population s
 # 0.43 and 0.18 and clips no token; 1e-3 clips 4 of its 95 tokens
 RATES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 MIN_EPSILON = 1e-4  # low enough for GSPO's 3e-4
+OVERLONG_CACHE = 4  # a third of the default 12-token limit, so that the default group shows the penalty's slope
 RIGHT, WRONG = "✓", "✗"
 
 
@@ -140,6 +145,94 @@ def token_table(loss, group, i: int) -> pd.DataFrame:
 def clip_count(loss) -> str:
     """'3 of 95 tokens' or, at sequence level, where TRL counts each answer's one ratio once, '1 of 8 answers'."""
     return f"{loss.clipped_count} of {loss.clip_total} {loss.clip_unit}s"
+
+
+def show_overlong_penalty(group, scores: list[float], cache: int) -> None:
+    """DAPO's eq. 13 on this group: each answer's penalty, its reward with it, and the advantages that gives."""
+    limit = group.max_new_tokens
+    if cache > limit:
+        st.info(escape_markdown(f"L_cache must be at most the limit of {limit} tokens (Most new tokens above); "
+                                f"got {cache}."), icon=":material/info:")
+        return
+    lengths = [len(answer.ids) for answer in group.answers]  # the end token included, as TRL's completion_ids
+    penalties = overlong_penalty(lengths, limit, cache)
+    shaped = [r + q for r, q in zip(scores, penalties)]
+    start = limit - cache
+    st.markdown(escape_markdown(
+        f"DAPO (Yu et al. 2025, eq. 13) adds a penalty to the reward of a long answer: 0 up to L_max − L_cache = "
+        f"{limit} − {cache} = {start} tokens, then (L_max − L_cache − |y|) / L_cache, falling to −1 at L_max = "
+        f"{limit}, the page's token limit, so an answer cut there gets −1 (its tokens counted as TRL does, the end "
+        "token included). "
+        + (f"Answer {lengths.index(max(lengths)) + 1}, {max(lengths)} tokens: ({start} − {max(lengths)}) / {cache} = "
+           f"{fmt_signed(min(penalties))}. " if cache and max(lengths) > start else "")
+        + "The step below uses the rewards without it."))
+    key_table(pd.DataFrame({
+        "answer": [answer_label(i, r) for i, r in enumerate(scores)],
+        "tokens": lengths,
+        "penalty": [fmt_signed(q) for q in penalties],
+        "R + penalty": [fmt_signed(r) for r in shaped],
+        SCALING_WORDS[SAMPLE_STD]: [fmt_signed(a) for a in advantages(shaped, SAMPLE_STD).advantages],
+    }), "grpo-overlong.csv", hide_index=True)
+
+
+def clip_higher_sentence(loss) -> str:
+    """What clip-higher changes at this update: the tokens ε high releases, or those DAPO's 0.28 would."""
+    unit, low, high = loss.clip_unit, loss.epsilon_low, loss.epsilon_high
+    if high < low:
+        return escape_markdown(
+            f"Here ε high = {high:g} is below ε = {low:g}: a rewarded {unit} is clipped at r > {1 + high:g}, sooner "
+            f"than a symmetric clip would. DAPO's clip-higher goes the other way: ε high = {DAPO_EPSILON_HIGH:g} "
+            "above ε = 0.2.")
+    if high == low and low >= DAPO_EPSILON_HIGH:
+        return escape_markdown(
+            f"Here ε high = ε = {low:g}, already above DAPO's clip-higher ε high of {DAPO_EPSILON_HIGH:g}: a rewarded "
+            f"{unit} may rise to r = {1 + low:g} before the clip holds it.")
+    would = high == low
+    if would:
+        released = released_by_clip_higher(rescored(loss, epsilon_high=DAPO_EPSILON_HIGH))
+        lead = (f"Here ε high = ε: the clip is symmetric. DAPO's clip-higher, ε high = {DAPO_EPSILON_HIGH:g}, lets a "
+                f"rewarded {unit} rise to r = {1 + DAPO_EPSILON_HIGH:g} before the clip holds it.")
+    else:
+        released = released_by_clip_higher(loss)
+        lead = (f"Clip-higher: with ε high = {high:g} above ε = {low:g}, a rewarded {unit} is clipped only once "
+                f"r > {1 + high:g}, not {1 + low:g}.")
+    if level == SEQUENCE:
+        answers = sorted({t.answer for t in released})
+        count = len(answers)
+        which = ("answers " if count > 1 else "answer ") + ", ".join(str(a + 1) for a in answers)
+    else:
+        count = len(released)
+        which = ", ".join(f"“{group.answers[t.answer].tokens[t.position]}” (answer {t.answer + 1}, r = {fmt(t.ratio)})"
+                          for t in released[:3]) + (" …" if count > 3 else "")
+    release, keep = ("would release", "would keep") if would else ("releases", "keep" if count > 1 else "keeps")
+    if not count:
+        return escape_markdown(f"{lead} At update 2 it {release} no {unit}: no rewarded {unit}'s ratio lies between "
+                               "the two bounds.")
+    them, their = (f"{count} {unit}s", "their") if count > 1 else (f"1 {unit}", "its")
+    return escape_markdown(f"{lead} At update 2 it {release} {them} that the symmetric clip holds, which {keep} "
+                           f"{their} gradient: {which}.")
+
+
+def show_cispo(loss, shown: int) -> None:
+    """TRL's loss_type "cispo" on this update's tokens beside PPO's clipped term, both averaged as dapo."""
+    result = cispo(loss)
+    held = sum(t.takes_clipped for answer in loss.tokens for t in answer)
+    st.markdown(escape_markdown(
+        f"TRL's loss type {CISPO} (MiniMax-M1, 2025) drops the min and the clip: each token's term is "
+        f"−sg(min(r, ε_max))·A·log π_θ, where sg stops the gradient, so every token keeps a gradient of "
+        f"−min(r, ε_max)·A ÷ the group's {loss.token_count} tokens. ε_max = {CISPO_EPSILON_MAX:g} is TRL's "
+        f"epsilon_high under {CISPO}, the value its docs recommend: a cap on r itself, not on r − 1. At update 2 "
+        f"PPO's clip holds {held} of the {loss.token_count} tokens, whose gradient is 0; CISPO pushes "
+        f"{result.kept_by_cispo} of them, and caps {result.capped} (r > {CISPO_EPSILON_MAX:g} with A > 0). Where "
+        "neither acts, the two gradients are the same number. The answer chosen in section 3:"))
+    key_table(pd.DataFrame({
+        "token": group.answers[shown].tokens,
+        "r": [fmt(c.ratio) for c in result.tokens[shown]],
+        "A": [fmt_signed(c.advantage) for c in result.tokens[shown]],
+        "PPO's clip": ["holds" if c.ppo_clipped else "—" for c in result.tokens[shown]],
+        "∂ PPO (dapo)": [fmt_grad(c.ppo_gradient) for c in result.tokens[shown]],
+        "∂ CISPO": [fmt_grad(c.gradient) for c in result.tokens[shown]],
+    }), "grpo-cispo-update-2.csv", hide_index=True)
 
 
 intro(
@@ -250,11 +343,36 @@ else:
         f"TRL adds {TRL_STD_EPS:g} to the std before dividing, so that a group of equal rewards does not divide 0 by "
         f"0: there answer 1's advantage is {fmt(trl.deviations[0])} / ({fmt(adv.std)} + {TRL_STD_EPS:g}) = "
         f"{fmt_signed(trl.advantages[0])}, against {fmt_signed(adv.advantages[0])} here."))
+# folded: DAPO's reward shaping for long answers, shown on this group's lengths; the step uses the rewards above
+with st.expander("DAPO's soft overlong penalty: a reward for length (a table)"):
+    cache = url_state.linked(url_state.number("grpo_overlong_cache", min(OVERLONG_CACHE, group.max_new_tokens), 0,
+                                              MAX_NEW_TOKENS),
+                             st.number_input, "L_cache: tokens before the limit where the penalty starts", 0,
+                             MAX_NEW_TOKENS, help="DAPO's paper used 4,096 of 20,480; TRL's "
+                                                  "get_soft_overlong_punishment takes it as soft_punish_cache.")
+    show_overlong_penalty(group, scores, int(cache))
 how = url_state.linked(url_state.choice("grpo_scale", SAMPLE_STD, SCALINGS), st.radio,
                        "The advantages the step uses", SCALINGS, format_func=SCALING_WORDS.get, horizontal=True)
 chosen_advantages = tuple(scaled[how].advantages)
 
 st.subheader("3. The loss, token by token, at the first update")
+# TRL's GRPOConfig defaults, as the controls below name them (lmviz.core.trl); the rate is not among them: see below
+TRL_PRESET = {"grpo_loss_type": TRL.loss_type, "grpo_beta": TRL.beta, "grpo_epsilon": TRL.epsilon,
+              "grpo_epsilon_high": TRL.epsilon if TRL.epsilon_high is None else TRL.epsilon_high,
+              "grpo_sequence": TRL.importance_sampling_level == SEQUENCE,
+              "grpo_kl_ratio": TRL.use_bias_correction_kl, "grpo_updates": TRL.num_iterations, "grpo_scale": SAMPLE_STD}
+
+
+def use_trl_defaults() -> None:
+    st.session_state.update(TRL_PRESET)
+
+
+st.button(f"TRL's defaults (TRL {TRL.version})", on_click=use_trl_defaults, icon=":material/tune:",
+          help=escape_markdown(
+              f"Sets the controls below to GRPOConfig's defaults in TRL {TRL.version}: loss type {TRL.loss_type}, "
+              f"β = {TRL.beta:g}, ε = ε high = {TRL.epsilon:g}, one ratio per token, KL × ratio, μ = "
+              f"{TRL.num_iterations}, and section 2's advantages ÷ the sample std. Not the learning rate: TRL's "
+              f"{TRL.learning_rate:g} is for AdamW (section 5 says why)."))
 rate_box, type_box, updates_box = st.columns([2, 2, 1])
 lr = url_state.linked(url_state.choice("grpo_lr", DEFAULT_RATE, RATES), rate_box.select_slider, "Learning rate", RATES,
                       format_func=lambda r: f"{r:g}", help="Each update of section 5: w ← w − lr · g on every weight.")
@@ -266,10 +384,14 @@ updates = url_state.linked(url_state.number("grpo_updates", DEFAULT_UPDATES, 1, 
                            "Updates μ", 1, MAX_UPDATES,
                            help=f"Updates on the same group (TRL's num_iterations, {TRL.num_iterations} by default): "
                                 "the clip and the KL act from the second on. Section 5.")
-epsilon_box, beta_box, level_box, kl_box = st.columns(4)
+epsilon_box, high_box, beta_box, level_box, kl_box = st.columns([1, 1, 1, 1.3, 1.3])
 epsilon = url_state.linked(url_state.number("grpo_epsilon", DEFAULT_EPSILON, MIN_EPSILON, 0.9),
                            epsilon_box.number_input, "Clip ε", MIN_EPSILON, 0.9, step=0.05, format="%g",
-                           help="The ratio is clipped to [1 − ε, 1 + ε].")
+                           help="TRL's epsilon: the ratio is clipped to [1 − ε, 1 + ε high].")
+epsilon_high = url_state.linked(url_state.number("grpo_epsilon_high", DEFAULT_EPSILON, MIN_EPSILON, 0.9),
+                                high_box.number_input, "Clip ε high", MIN_EPSILON, 0.9, step=0.04, format="%g",
+                                help=f"TRL's epsilon_high, ε unless set. DAPO's clip-higher: {DAPO_EPSILON_HIGH:g} "
+                                     "above ε = 0.2, so that rewarded tokens can rise further. Section 5.")
 beta = url_state.linked(url_state.number("grpo_beta", DEFAULT_BETA, 0.0, 1.0), beta_box.number_input, "KL weight β",
                         0.0, 1.0, step=0.01, format="%.3f",
                         help=f"DeepSeekMath's is {DEFAULT_BETA:g}; TRL's default is {TRL.beta:g}, no KL term at all.")
@@ -286,7 +408,7 @@ try:
                             "grpo") as report:
         scorer, step = scored_with_cpu_fallback(scorer, lambda s: cached_grpo_step(
             s, s.cache_key, group, settings_key, chosen_advantages, float(lr), loss_type, level, float(epsilon),
-            float(beta), int(updates), bool(kl_bias_correction), report))
+            float(epsilon_high), float(beta), int(updates), bool(kl_bias_correction), report))
 except BadInput as problem:
     show_problem(problem, panel)
     stop_page()
@@ -330,9 +452,10 @@ with st.expander("Each token's term, and one answer's tokens at the first update
     shown = st.selectbox("Answer shown token by token (here and at update 2, section 5)", range(group.size),
                          format_func=lambda i: answer_label(i, scores[i]), key="grpo_answer")
     st.markdown(escape_markdown(
-        f"Each token's term is −min(r·A, clip(r, 1 − ε, 1 + ε)·A) + β·KL, with r = π_θ / π_old = "
+        f"Each token's term is −min(r·A, clip(r, 1 − ε, 1 + ε high)·A) + β·KL, with r = π_θ / π_old = "
         f"e^(log π_θ − log π_old), A its answer's advantage ({fmt_signed(chosen_advantages[shown])} for this answer) "
-        f"and ε = {fmt(epsilon, 4)}. π_old is the policy that sampled the group; π_θ the one being trained; the "
+        f"and ε = {fmt(epsilon, 4)}, ε high = {fmt(epsilon_high, 4)}. π_old is the policy that sampled the group; π_θ "
+        "the one being trained; the "
         f"reference π_ref the model before training, here the shared {loaded.name}. The last two columns, ∂ clip and "
         f"∂ KL, are the {loss_type} loss's gradient with respect to the token's log π_θ, from the clipped term and "
         "from the KL term: a negative one raises the token."))
@@ -423,7 +546,7 @@ key_table(pd.DataFrame({
     "clip fraction": [fmt(u.start.clip_fraction) for u in step.updates],
     "mean KL": [fmt(u.start.mean_kl) for u in step.updates],
 }), "grpo-updates.csv", hide_index=True)
-st.caption("Low: r below 1 − ε with A < 0; high: r above 1 + ε with A > 0 (TRL logs their shares as "
+st.caption("Low: r below 1 − ε with A < 0; high: r above 1 + ε high with A > 0 (TRL logs their shares as "
            "clip_ratio/low_mean and clip_ratio/high_mean). Each update's numbers are taken at the weights it starts "
            "from.")
 if second is None:
@@ -455,6 +578,11 @@ else:
                 f"GSPO's paper clips its sequence ratio far tighter, to [1 − {GSPO_EPSILON_LOW:g}, 1 + "
                 f"{GSPO_EPSILON_HIGH:g}], since a mean of log-ratios moves much less than one token's, and its loss "
                 "is loss type grpo at sequence level. Try ε = 0.0003."))
+    st.markdown(clip_higher_sentence(second))
+    if level == TOKEN:
+        # folded: the sentence above is the clip's story; CISPO is another trainer's answer to the same tokens
+        with st.expander("CISPO at update 2: a capped weight on log π in place of the clip (a table)"):
+            show_cispo(second, shown)
 # folded: the pinned panel gives the rewarded answers' and the others' mean change of log π
 with st.expander("Each answer's log π and probability before and after the updates (a table), and why real runs "
                  "take far smaller steps"):

@@ -52,10 +52,10 @@ def cached_group(_scorer: CausalScorer, model_key: tuple, prompt: str, size: int
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_grpo_step(_scorer: CausalScorer, model_key: tuple, _group, group_key: tuple, advantages: tuple, lr: float,
-                     loss_type: str, level: str, epsilon: float, beta: float, updates: int, kl_bias_correction: bool,
-                     _progress=None):
+                     loss_type: str, level: str, epsilon: float, epsilon_high: float, beta: float, updates: int,
+                     kl_bias_correction: bool, _progress=None):
     return _scorer.run(lambda loaded: gated("grpo", loaded, lambda: grpo.grpo_step(
-        loaded, _group, list(advantages), lr, loss_type, level, epsilon, beta=beta, updates=updates,
+        loaded, _group, list(advantages), lr, loss_type, level, epsilon, epsilon_high, beta=beta, updates=updates,
         kl_bias_correction=kl_bias_correction, progress=_progress)))
 
 
@@ -75,5 +75,5 @@ def warm_defaults(scorer: CausalScorer) -> None:
                 grpo.DEFAULT_LIMIT)
     group = cached_group(scorer, key, *settings)
     cached_grpo_step(scorer, key, group, group_key(*settings), tuple(grpo.default_advantages(group)), grpo.DEFAULT_RATE,
-                     TRL.loss_type, grpo.TOKEN, grpo.DEFAULT_EPSILON, grpo.DEFAULT_BETA, grpo.DEFAULT_UPDATES,
-                     TRL.use_bias_correction_kl)
+                     TRL.loss_type, grpo.TOKEN, grpo.DEFAULT_EPSILON, grpo.DEFAULT_EPSILON, grpo.DEFAULT_BETA,
+                     grpo.DEFAULT_UPDATES, TRL.use_bias_correction_kl)

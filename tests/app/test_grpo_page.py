@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lmviz.core.numbers import fmt_norm
-from lmviz.core.trl import TRL
+from lmviz.core.trl import CISPO_EPSILON_MAX, DAPO_EPSILON_HIGH, TRL
 from lmviz.lessons.chat_loss import DEFAULT_BETA as DPO_BETA
 from lmviz.lessons.chat_loss import DEFAULT_CHOSEN, DEFAULT_QUESTION, DEFAULT_REJECTED, compare_answers
 from lmviz.lessons.grpo import SAMPLE_STD, advantages, contains_number, grpo_step, rewards, sample_group
@@ -109,6 +109,77 @@ def test_the_page_says_which_controls_change_the_first_update(default_page, defa
     plain = next(t for t in texts(default_page) if t.startswith("At the first update π_θ is π_old"))
     assert "always 0" not in plain and f"num_iterations = {TRL.num_iterations}" in plain
 
+
+def rewarded_between(loss, low: float, high: float) -> list:
+    """DAPO's clip-higher, from the ratios: the tokens with A > 0 and 1 + low < r ≤ 1 + high."""
+    return [t for answer in loss.tokens for t in answer if t.advantage > 0 and 1 + low < t.ratio <= 1 + high]
+
+
+def test_clip_higher_releases_the_rewarded_tokens_between_the_bounds_and_the_count_falls_by_them(default_page,
+                                                                                                default_step):
+    second = default_step.updates[1].start  # update 2's ratios do not depend on the clip: update 1's are all 1
+    between = rewarded_between(second, 0.2, DAPO_EPSILON_HIGH)
+    assert between  # on the default group, DAPO's 0.28 releases a token the symmetric clip holds
+    said = next(t for t in texts(default_page) if t.startswith("Here ε high = ε: the clip is symmetric"))
+    assert f"would release {len(between)} token" in said and "(answer " in said
+    at = open_page(PAGE)
+    at.number_input(key="grpo_epsilon_high").set_value(DAPO_EPSILON_HIGH).run(timeout=300)
+    assert not at.exception
+    assert metrics(at)["Clipped at update 2"] == f"{second.clipped_count - len(between)} of {second.clip_total} tokens"
+    said = next(t for t in texts(at) if t.startswith("Clip-higher: with ε high = 0.28 above ε = 0.2"))
+    assert f"releases {len(between)} token" in said
+    updates = table(at, "clip fraction")
+    assert list(updates["high"])[1] == second.clipped_high - len(between)
+    assert list(updates["low"])[1] == second.clipped_low
+
+
+def test_cispos_gradients_are_trls_cispo_term_beside_ppos(default_page, default_step):
+    """TRL's loss_type "cispo": −clamp(r, max=ε_high).detach()·A·log π_θ over the group's token count, so each
+    token's gradient is −min(r, ε_max)·A / N; PPO's clipped term's, averaged as dapo (the page's default), is 0
+    where the clip holds."""
+    second = default_step.updates[1].start
+    shown = table(default_page, "∂ CISPO")
+    count = second.token_count
+    expected = [-min(t.ratio, CISPO_EPSILON_MAX) * t.advantage / count for t in second.tokens[0]]
+    assert [float(v) for v in shown["∂ CISPO"]] == pytest.approx(expected, rel=1e-3, abs=1e-9)
+    assert [float(v) for v in shown["∂ PPO (dapo)"]] == pytest.approx(
+        [t.surrogate_gradient for t in second.tokens[0]], rel=1e-3, abs=1e-9)
+    held = sum(t.takes_clipped for answer in second.tokens for t in answer)
+    said = next(t for t in texts(default_page) if t.startswith("TRL's loss type cispo"))
+    assert f"PPO's clip holds {held} of the {count} tokens" in said and f"CISPO pushes {held} of them" in said
+
+
+def test_the_overlong_penalty_is_dapos_equation_on_each_answers_tokens(default_page, bundled):
+    group = sample_group(bundled, DEFAULT_PROMPT, 8, 0, 1.0, 12)
+    scores = rewards(group, contains_number(12))
+    limit, cache = 12, 4  # the page's token limit and L_cache
+
+    def equation_13(n: int) -> float:  # DAPO's paper: 0, then ((L_max − L_cache) − |y|) / L_cache, then −1
+        return 0.0 if n <= limit - cache else ((limit - cache) - n) / cache if n <= limit else -1.0
+
+    penalties = [equation_13(len(answer.ids)) for answer in group.answers]  # TRL counts the end token
+    assert min(penalties) < 0  # the default group has an answer cut at the limit
+    shown = table(default_page, "R + penalty")
+    assert [float(v) for v in shown["penalty"]] == pytest.approx(penalties, abs=5e-6)
+    assert [float(v) for v in shown["R + penalty"]] == pytest.approx([r + q for r, q in zip(scores, penalties)],
+                                                                      abs=5e-6)
+    shaped = torch.tensor([r + q for r, q in zip(scores, penalties)], dtype=torch.float64)
+    assert [float(v) for v in shown["÷ sample std (TRL)"]] == pytest.approx(
+        ((shaped - shaped.mean()) / shaped.std()).tolist(), abs=5e-6)
+
+
+def test_trls_defaults_set_the_controls_to_grpoconfigs_and_the_clip_never_acts():
+    at = open_page(PAGE)
+    next(b for b in at.button if b.label == f"TRL's defaults (TRL {TRL.version})").click().run(timeout=300)
+    assert not at.exception
+    state = {key: at.session_state[key] for key in ("grpo_loss_type", "grpo_beta", "grpo_epsilon",
+                                                    "grpo_epsilon_high", "grpo_updates", "grpo_sequence",
+                                                    "grpo_kl_ratio", "grpo_scale")}
+    assert state == {"grpo_loss_type": TRL.loss_type, "grpo_beta": TRL.beta, "grpo_epsilon": TRL.epsilon,
+                     "grpo_epsilon_high": TRL.epsilon, "grpo_updates": TRL.num_iterations,
+                     "grpo_sequence": TRL.importance_sampling_level != "token", "grpo_kl_ratio": True,
+                     "grpo_scale": SAMPLE_STD}
+    assert TRL.num_iterations == 1 and "Clipped after the update" in metrics(at)  # μ = 1: the clip never acts
 
 def test_one_update_says_the_clip_never_acts():
     at = open_page(PAGE)
