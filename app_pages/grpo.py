@@ -175,18 +175,23 @@ def show_overlong_penalty(group, scores: list[float], cache: int) -> None:
     }), "grpo-overlong.csv", hide_index=True)
 
 
+def with_term(text: str, word: str, entry: str) -> str:
+    """Plain ``text`` escaped, its first ``word`` linked to the glossary entry."""
+    return escape_markdown(text).replace(escape_markdown(word), term(word, entry), 1)
+
+
 def clip_higher_sentence(loss) -> str:
     """What clip-higher changes at this update: the tokens ε high releases, or those DAPO's 0.28 would."""
     unit, low, high = loss.clip_unit, loss.epsilon_low, loss.epsilon_high
     if high < low:
-        return escape_markdown(
+        return with_term(
             f"Here ε high = {high:g} is below ε = {low:g}: a rewarded {unit} is clipped at r > {1 + high:g}, sooner "
             f"than a symmetric clip would. DAPO's clip-higher goes the other way: ε high = {DAPO_EPSILON_HIGH:g} "
-            "above ε = 0.2.")
+            "above ε = 0.2.", "clip-higher", "clip-higher")
     if high == low and low >= DAPO_EPSILON_HIGH:
-        return escape_markdown(
+        return with_term(
             f"Here ε high = ε = {low:g}, already above DAPO's clip-higher ε high of {DAPO_EPSILON_HIGH:g}: a rewarded "
-            f"{unit} may rise to r = {1 + low:g} before the clip holds it.")
+            f"{unit} may rise to r = {1 + low:g} before the clip holds it.", "clip-higher", "clip-higher")
     would = high == low
     if would:
         released = released_by_clip_higher(rescored(loss, epsilon_high=DAPO_EPSILON_HIGH))
@@ -194,7 +199,7 @@ def clip_higher_sentence(loss) -> str:
                 f"rewarded {unit} rise to r = {1 + DAPO_EPSILON_HIGH:g} before the clip holds it.")
     else:
         released = released_by_clip_higher(loss)
-        lead = (f"Clip-higher: with ε high = {high:g} above ε = {low:g}, a rewarded {unit} is clipped only once "
+        lead = (f"DAPO's clip-higher: with ε high = {high:g} above ε = {low:g}, a rewarded {unit} is clipped only once "
                 f"r > {1 + high:g}, not {1 + low:g}.")
     if level == SEQUENCE:
         answers = sorted({t.answer for t in released})
@@ -206,25 +211,25 @@ def clip_higher_sentence(loss) -> str:
                           for t in released[:3]) + (" …" if count > 3 else "")
     release, keep = ("would release", "would keep") if would else ("releases", "keep" if count > 1 else "keeps")
     if not count:
-        return escape_markdown(f"{lead} At update 2 it {release} no {unit}: no rewarded {unit}'s ratio lies between "
-                               "the two bounds.")
+        return with_term(f"{lead} At update 2 it {release} no {unit}: no rewarded {unit}'s ratio lies between the "
+                         "two bounds.", "clip-higher", "clip-higher")
     them, their = (f"{count} {unit}s", "their") if count > 1 else (f"1 {unit}", "its")
-    return escape_markdown(f"{lead} At update 2 it {release} {them} that the symmetric clip holds, which {keep} "
-                           f"{their} gradient: {which}.")
+    return with_term(f"{lead} At update 2 it {release} {them} that the symmetric clip holds, which {keep} "
+                     f"{their} gradient: {which}.", "clip-higher", "clip-higher")
 
 
 def show_cispo(loss, shown: int) -> None:
     """TRL's loss_type "cispo" on this update's tokens beside PPO's clipped term, both averaged as dapo."""
     result = cispo(loss)
     held = sum(t.takes_clipped for answer in loss.tokens for t in answer)
-    st.markdown(escape_markdown(
-        f"TRL's loss type {CISPO} (MiniMax-M1, 2025) drops the min and the clip: each token's term is "
+    st.markdown(with_term(
+        f"TRL's loss type {CISPO}, CISPO (MiniMax-M1, 2025), drops the min and the clip: each token's term is "
         f"−sg(min(r, ε_max))·A·log π_θ, where sg stops the gradient, so every token keeps a gradient of "
         f"−min(r, ε_max)·A ÷ the group's {loss.token_count} tokens. ε_max = {CISPO_EPSILON_MAX:g} is TRL's "
         f"epsilon_high under {CISPO}, the value its docs recommend: a cap on r itself, not on r − 1. At update 2 "
         f"PPO's clip holds {held} of the {loss.token_count} tokens, whose gradient is 0; CISPO pushes "
         f"{result.kept_by_cispo} of them, and caps {result.capped} (r > {CISPO_EPSILON_MAX:g} with A > 0). Where "
-        "neither acts, the two gradients are the same number. The answer chosen in section 3:"))
+        "neither acts, the two gradients are the same number. The answer chosen in section 3:", "CISPO", "CISPO"))
     key_table(pd.DataFrame({
         "token": group.answers[shown].tokens,
         "r": [fmt(c.ratio) for c in result.tokens[shown]],

@@ -323,6 +323,16 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
              "(G − 1) = G/(G − 1) · (r_i − mean), with no standard deviation. With 2 right answers (reward 1) of 8, "
              "a right one gets +0.857143 and a wrong one −0.285714. RLOO also subtracts its KL penalty from the "
              "reward, and takes one ratio per answer."),
+    "clip-higher": (("clip-higher",),
+                    "DAPO's asymmetric clip (Yu et al. 2025): the ratio is clipped to [1 − ε_low, 1 + ε_high] with "
+                    "ε_high above ε_low, 0.28 against 0.2, so that a rewarded token whose probability was low can "
+                    "rise further before the clip stops its gradient. TRL's GRPOConfig calls the upper one "
+                    "epsilon_high, which is epsilon unless it is set."),
+    "CISPO": (("CISPO",),
+              "Clipped importance-sampling policy optimisation (MiniMax-M1, 2025), TRL's loss_type \"cispo\": each "
+              "token's term is −sg(min(r, ε_max))·A·log π_θ, sg stopping the gradient. It drops PPO's min and clip, "
+              "so no token's gradient is ever zeroed; the ratio only weighs it, capped at ε_max (TRL's epsilon_high "
+              "under cispo, whose docs recommend 5)."),
     "IPO": (("IPO",),
             "Identity preference optimisation (Azar et al. 2023), one of TRL's DPO loss types: with h the difference "
             "between the chosen and the rejected answer's log π − log π_ref, each divided by its answer's tokens, "
@@ -387,7 +397,7 @@ LESSON_TERMS: dict[str, tuple[str, ...]] = {
     "grpo": ("token", "reward", "advantage", "GRPO", "PPO", "policy", "ratio", "clip", "KL divergence",
              "reference model", "β (beta)", "log-probability", "chat template", "temperature", "seed", "sampling",
              "learning rate", "SGD", "gradient", "reward model", "Bradley–Terry", "sigmoid", "DPO", "byte piece",
-             "optimizer step", "AdamW", "RLOO"),
+             "optimizer step", "AdamW", "RLOO", "clip-higher", "CISPO"),
     "distill": ("token", "distillation", "teacher model", "student model", "softmax", "logit", "forward KL",
                 "KL divergence", "reverse KL", "JSD", "β (beta)", "temperature", "gradient",
                 "temperature in distillation", "greedy decoding", "cross-entropy", "log-probability", "on-policy",

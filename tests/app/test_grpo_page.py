@@ -126,7 +126,7 @@ def test_clip_higher_releases_the_rewarded_tokens_between_the_bounds_and_the_cou
     at.number_input(key="grpo_epsilon_high").set_value(DAPO_EPSILON_HIGH).run(timeout=300)
     assert not at.exception
     assert metrics(at)["Clipped at update 2"] == f"{second.clipped_count - len(between)} of {second.clip_total} tokens"
-    said = next(t for t in texts(at) if t.startswith("Clip-higher: with ε high = 0.28 above ε = 0.2"))
+    said = next(t for t in texts(at) if t.startswith("DAPO's clip-higher: with ε high = 0.28 above ε = 0.2"))
     assert f"releases {len(between)} token" in said
     updates = table(at, "clip fraction")
     assert list(updates["high"])[1] == second.clipped_high - len(between)
@@ -145,7 +145,7 @@ def test_cispos_gradients_are_trls_cispo_term_beside_ppos(default_page, default_
     assert [float(v) for v in shown["∂ PPO (dapo)"]] == pytest.approx(
         [t.surrogate_gradient for t in second.tokens[0]], rel=1e-3, abs=1e-9)
     held = sum(t.takes_clipped for answer in second.tokens for t in answer)
-    said = next(t for t in texts(default_page) if t.startswith("TRL's loss type cispo"))
+    said = next(t for t in texts(default_page) if t.startswith("TRL's loss type cispo, CISPO"))
     assert f"PPO's clip holds {held} of the {count} tokens" in said and f"CISPO pushes {held} of them" in said
 
 
