@@ -53,7 +53,7 @@ from dataclasses import asdict
 from lmviz.core.loss_options import BadOption, LossOptions, with_options
 from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import readable_token
-from lmviz.core.trl import TRL
+from lmviz.core.trl import DAPO_EPSILON_HIGH, TRL
 from lmviz.errors import ModelLoadError, NotEnoughMemory, NothingToScore
 from lmviz.lessons import distillation
 from lmviz.lessons.bert import analyse_mlm, analyse_nsp
@@ -91,9 +91,13 @@ from lmviz.lessons.grpo import (
     check_clip,
     check_sampling,
     check_updates,
+    cispo,
     contains_number,
     contains_word,
     grpo_step,
+    overlong_penalty,
+    released_by_clip_higher,
+    rescored,
     rewards,
     sample_group,
 )
@@ -431,6 +435,8 @@ def _check_grpo(args):
     check_learning_rate(args.lr)
     check_clip(args.epsilon, _epsilon_high(args), args.level, args.beta)
     check_updates(args.updates)
+    if args.overlong_cache is not None:
+        overlong_penalty([], args.max_new_tokens, args.overlong_cache)  # its own sentence for a cache it cannot take
     return _reward_rule(args.reward)
 
 
@@ -494,6 +500,8 @@ def _grpo_table(rule, group, scores, scaled, step, scale: str) -> list[str]:
     lines += [f"  update {u.number}: loss {fmt(u.loss)}, ‖g‖ = {fmt_norm(u.grad_norm)}, {u.start.clipped_count} of "
               f"{u.start.clip_total} {u.start.clip_unit}s clipped, mean KL {fmt(u.start.mean_kl)}"
               for u in step.updates]
+    if len(step.updates) > 1:
+        lines += _update_2_variants(step.updates[1].start)
     lines += [f"after the last update: {after.clipped_count} of {after.clip_total} {after.clip_unit}s clipped (clip "
               f"fraction {fmt(after.clip_fraction)}), mean KL to the reference {fmt(after.mean_kl)}, {step.loss_type} "
               f"loss {fmt(before.losses[step.loss_type].loss)} → {fmt(after.losses[step.loss_type].loss)}",
@@ -506,13 +514,47 @@ def _grpo_table(rule, group, scores, scaled, step, scale: str) -> list[str]:
     return lines
 
 
+def _update_2_variants(second) -> list[str]:
+    """What clip-higher and CISPO change at update 2, the first where the ratios have moved."""
+    own = second.epsilon_high > second.epsilon_low  # the step's clip-higher, or else DAPO's
+    high = second.epsilon_high if own else DAPO_EPSILON_HIGH
+    lines = []
+    if high > second.epsilon_low:
+        released = released_by_clip_higher(rescored(second, epsilon_high=high))
+        lines.append(f"  at update 2, clip-higher with ε_high = {high:g} above ε_low = {second.epsilon_low:g} "
+                     f"{'releases' if own else 'would release'} {len(released)} {second.clip_unit}(s) with A > 0 "
+                     "that the symmetric clip holds")
+    if second.level == TOKEN:
+        result = cispo(second)
+        held = sum(t.takes_clipped for answer in second.tokens for t in answer)
+        lines.append(f"  at update 2, CISPO (ε_max = {result.epsilon_max:g}): PPO's clip holds {held} of "
+                     f"{second.token_count} tokens (gradient 0); CISPO pushes {result.kept_by_cispo} of them and "
+                     f"caps {result.capped}")
+    return lines
+
+
+def _overlong_lines(group, scores, cache: int) -> list[str]:
+    """DAPO's soft overlong penalty on each answer, shown beside its reward (the step uses the rewards alone)."""
+    lengths = [len(answer.ids) for answer in group.answers]
+    shaped = [r + q for r, q in zip(scores, overlong_penalty(lengths, group.max_new_tokens, cache))]
+    lines = [f"DAPO's soft overlong penalty, L_max = {group.max_new_tokens}, L_cache = {cache} (shown, not used "
+             "by the step):", f"{'answer':>6}  {'tokens':>6}  {'penalty':>9}  {'R + penalty':>11}  {'sample std':>10}"]
+    shaped_advantages = advantages(shaped, SAMPLE_STD).advantages
+    lines += [f"{i + 1:>6}  {n:>6}  {fmt_signed(q - r):>9}  {fmt_signed(q):>11}  {fmt_signed(a):>10}"
+              for i, (n, r, q, a) in enumerate(zip(lengths, scores, shaped, shaped_advantages))]
+    return lines
+
+
 def _grpo_output(rule, group, scores, scaled, step, args) -> str:
     if args.json:
         data = {"group": group.to_dict(), "reward_rule": {"name": rule.name, "description": rule.description},
                 "rewards": scores, "advantages": {how: a.to_dict() for how, a in scaled.items()},
                 "scale": args.scale, "step": step.to_dict()}
         return json.dumps(_finite(data), ensure_ascii=False, indent=2)
-    return "\n".join(_grpo_table(rule, group, scores, scaled, step, args.scale))
+    lines = _grpo_table(rule, group, scores, scaled, step, args.scale)
+    if args.overlong_cache is not None:
+        lines += [""] + _overlong_lines(group, scores, args.overlong_cache)
+    return "\n".join(lines)
 
 
 # what load_causal_lm uses when --dtype is not given: lmviz.models.settings.default_dtype(), read when the parser
@@ -719,6 +761,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="the clip's upper ε, as DAPO's clip-higher (default: --epsilon)")
     grpo.add_argument("--beta", type=float, default=DEFAULT_BETA,
                       help=f"the KL term's weight β (default: {DEFAULT_BETA:g})")
+    grpo.add_argument("--overlong-cache", type=int, default=None, metavar="C",
+                      help="also show DAPO's soft overlong penalty with L_cache = C tokens before --max-new-tokens "
+                           "(the step uses the rewards without it)")
     bpb = commands.add_parser("bpb", help="a text's bits per byte, two conventions, the decoding bug, several models, "
                               "and windows")
     bpb.add_argument("text")

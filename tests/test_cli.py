@@ -38,6 +38,7 @@ from lmviz.lessons.grpo import (
     contains_word,
     group_loss,
     grpo_step,
+    overlong_penalty,
     prompt_ids,
     rewards,
     sample_group,
@@ -485,6 +486,27 @@ def test_grpo_table_shows_the_group_the_advantages_and_the_step(bundled, small_g
     assert lines[start:start + len(shown)] == shown
 
 
+def test_grpo_shows_clip_higher_cispo_and_the_overlong_penalty_at_update_2(bundled, small_group, capsys):
+    """Two updates at a rate that moves the ratios: the lines are the library's, counted here from the ratios."""
+    group, scores, scaled = small_group
+    lines = grpo_out(capsys, *SMALL, "--updates", "2", "--lr", "0.01", "--overlong-cache", "2").splitlines()
+    step = grpo_step(bundled, group, scaled[SAMPLE_STD].advantages, lr=0.01, updates=2,
+                     kl_bias_correction=TRL.use_bias_correction_kl)
+    second = step.updates[1].start
+    between = sum(t.advantage > 0 and 1.2 < t.ratio <= 1.28 for answer in second.tokens for t in answer)
+    assert (f"  at update 2, clip-higher with ε_high = 0.28 above ε_low = 0.2 would release {between} token(s) with "
+            "A > 0 that the symmetric clip holds") in lines
+    held = sum(t.takes_clipped for answer in second.tokens for t in answer)
+    assert held > 0  # lr 0.01 moves the ratios past the clip: CISPO has tokens to push
+    assert any(line.startswith(f"  at update 2, CISPO (ε_max = 5): PPO's clip holds {held} of {second.token_count} "
+                               f"tokens (gradient 0); CISPO pushes {held} of them") for line in lines)
+    table = lines[lines.index("DAPO's soft overlong penalty, L_max = 4, L_cache = 2 (shown, not used by the step):")
+                  + 2:]
+    for row, answer, reward in zip(table, group.answers, scores):
+        n = len(answer.ids)
+        penalty = 0.0 if n <= 2 else (2 - n) / 2  # DAPO's eq. 13 with L_max 4, L_cache 2 (no answer passes 4)
+        assert row.split()[1:4] == [str(n), fmt_signed(penalty), fmt_signed(reward + penalty)]
+
 def test_grpo_warns_when_every_reward_is_equal(bundled, capsys):
     group = sample_group(bundled, ARITHMETIC, 2, seed=0, temperature=1.0, max_new_tokens=2)
     scores = rewards(group, contains_number(12))  # two tokens are too few to reach "12"
@@ -518,6 +540,7 @@ def test_grpo_with_a_model_without_a_chat_template_says_so(tiny_gpt, capsys):
     (["--reward", "number:twelve"], lambda loaded: contains_number("twelve")),
     (["--reward", "word:two words"], lambda loaded: contains_word("two words")),
     (["--reward", "tokens:0"], lambda loaded: at_most_tokens("0")),
+    (["--overlong-cache", "13"], lambda loaded: overlong_penalty([], 12, 13)),
 ])
 def test_a_bad_grpo_option_gives_the_librarys_sentence_before_the_model_loads(bundled, args, check, monkeypatch,
                                                                               capsys):
