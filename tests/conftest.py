@@ -95,18 +95,26 @@ def bundled():
 ONE_WORKER = {"tests/e2e/": "browser", "tests/serving/test_ray_scorer.py": "ray"}
 
 
-def pytest_collection_modifyitems(items):
-    """Each ONE_WORKER group on one worker, and the groups first: xdist hands out work in collection order, and the
-    browser group, the longest unit by far, started halfway through the run when it came in alphabetical order, so
-    the other worker finished long before it (stop 46's CI: 62 min of pytest)."""
-    def group_of(item) -> str | None:
-        return next((group for prefix, group in ONE_WORKER.items() if item.nodeid.startswith(prefix)), None)
+def one_worker_group(nodeid: str) -> str | None:
+    return next((group for prefix, group in ONE_WORKER.items() if nodeid.startswith(prefix)), None)
 
-    for item in items:
-        if group := group_of(item):
-            item.add_marker(pytest.mark.xdist_group(group))
-    order = list(ONE_WORKER.values())
-    items.sort(key=lambda item: order.index(group_of(item)) if group_of(item) else len(order))  # stable
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Each ONE_WORKER group is one unit of work, sent whole to one worker; every other test is a unit of its own.
+
+    Not xdist's --dist loadgroup: it marks a group by appending "@group" to the test's Node._nodeid, which pytest 9
+    no longer reads (its node ids are Node._id), so the browser tests were shared out between both workers, two
+    servers and two browsers at once on two cores (seen in a -v run). xdist sends the largest unit first
+    (--loadscope-reorder, its default): the browser group starts at once, and its worker takes more only when that
+    is nearly done."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return one_worker_group(nodeid) or nodeid
+
+    return OneWorkerGroups(config, log)
 
 
 def pytest_sessionfinish(session, exitstatus):

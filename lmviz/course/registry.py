@@ -139,7 +139,8 @@ PATH = (
            "[[clip|clip]], the [[KL|KL divergence]] to a reference, the ways the literature averages it, and a few "
            "updates of training on the same group, where the clip and the KL act. Last, the [[reward model|reward "
            "model]]'s loss, and [[DPO|DPO]] as that same loss.",
-           "lmviz.lessons.grpo", ("advantage", "first_ratio", "second_update_clipped", "weights", "bradley_terry"),
+           "lmviz.lessons.grpo", ("advantage", "rloo", "first_ratio", "second_update_clipped", "weights",
+                                  "bradley_terry"),
            "causal", model_box=True,
            text_boxes=(TextBox(("grpo prompt",), "text_input", "grpo_prompt", 500),)),
     # after RL fine-tuning: its seeded sampler and its step on a private copy are what on-policy distillation uses

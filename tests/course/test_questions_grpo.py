@@ -8,7 +8,7 @@ import pytest
 
 from lmviz.course import quiz
 from lmviz.course.questions.grpo import LESS, MORE, SAME, build_questions
-from lmviz.lessons.grpo import SAMPLE_STD, advantages, bradley_terry, group_loss
+from lmviz.lessons.grpo import SAMPLE_STD, advantages, bradley_terry, group_loss, leave_one_out
 from tests.helpers import table_rows
 
 
@@ -48,6 +48,21 @@ def test_two_right_and_two_wrong_is_plus_or_minus_0_866_with_the_sample_std():
 def test_a_group_of_equal_rewards_has_the_advantage_0_and_says_it_teaches_nothing():
     question = asked(rewards=(1, 1, 1))["advantage"]
     assert question.answer == 0.0 and "teaches nothing" in question.reason and quiz.check(question, "0").right
+
+
+def test_rloo_is_two_right_of_eights_0_857143_by_hand():
+    question = asked(rewards=(0, 1, 1, 0, 0, 0, 0, 0), lengths=(3,) * 8)["rloo"]
+    # answer 2, the first rewarded: 1 − (the other right one's 1) / 7 = 6/7, which is 8/7 × (1 − 2/8)
+    assert "Answer 2 " in question.ask and "add up to 1.00000" in question.ask
+    assert question.answer == pytest.approx(6 / 7) and quiz.check(question, "0.857143").right
+    assert not quiz.check(question, "0.75").right  # R − mean, GRPO's without the std: RLOO's is G/(G − 1) of it
+
+
+@pytest.mark.parametrize("rewards", [(1, 0, 0, 0), (0.5, -1.0, 2.0), (3, 3, 3), (0, 1)])
+def test_rloos_answer_is_the_librarys_leave_one_out(rewards):
+    question = asked(rewards=rewards, lengths=(2,) * len(rewards))["rloo"]
+    at = int(question.ask.split()[1]) - 1
+    assert question.answer == pytest.approx(leave_one_out(list(rewards))[at], abs=1e-12)
 
 
 def test_the_first_ratio_is_1():

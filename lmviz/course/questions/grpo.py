@@ -16,7 +16,7 @@ MORE, LESS, SAME = "more", "less", "the same"
 
 
 def build_questions(sample_std: Advantages, step: GrpoStep, preference: BradleyTerry) -> list[Question]:
-    questions = [_advantage_question(sample_std), _first_ratio_question(step)]
+    questions = [_advantage_question(sample_std), _rloo_question(sample_std), _first_ratio_question(step)]
     if len(step.updates) > 1:
         questions.append(_second_update_question(step))
     return [*questions, _weights_question(step), _bradley_terry_question(preference)]
@@ -40,6 +40,22 @@ def _advantage_question(adv: Advantages) -> Question:
                      "advantage?", adv.advantages[at],
         reason=reason, hint="subtract the group's mean reward, then divide by its sample standard deviation "
                             "(section 2 writes both out).")
+
+
+def _rloo_question(adv: Advantages) -> Question:
+    """RLOO's leave-one-out advantage of the group's first highest-rewarded answer, from the rewards on screen."""
+    at = max(range(adv.count), key=lambda i: (adv.rewards[i], -i))
+    reward, others = adv.rewards[at], adv.count - 1
+    rest = sum(adv.rewards) - reward
+    answer = 0.0 if adv.teaches_nothing else reward - rest / others  # equal rewards: exactly 0, as leave_one_out
+    return Question(
+        "rloo", f"Answer {at + 1} has the reward {fmt(reward)}; the other {others} answers' rewards add up to "
+                f"{fmt(rest)}. What is its RLOO advantage: its reward minus the mean reward of the others?", answer,
+        reason=f"{fmt(reward)} − {fmt(rest)} / {others} = {fmt_signed(answer)}. That is G/(G − 1) × (R − mean) = "
+               f"{adv.count}/{others} × {fmt_signed(adv.deviations[at])}: leaving the answer out of its own baseline "
+               "scales GRPO's R − mean up by G/(G − 1), and RLOO divides by no standard deviation.",
+        hint="divide the other answers' total by how many they are, then subtract; section 2's table has RLOO's "
+             "column.")
 
 
 def _first_ratio_question(step: GrpoStep) -> Question:
