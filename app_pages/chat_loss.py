@@ -302,6 +302,7 @@ st.markdown(
 st.caption(f"At 0 the policy is the reference itself, {loaded.name}: every log-ratio is 0 and the loss is "
            f"ln 2 = {fmt(math.log(2))}, whichever answer the model prefers. DPO's loss measures how far training "
            "has moved the model's preference from where it started, not the preference itself.")
+others = None  # for the questions: None where the losses cannot be computed, and then the fold says why
 with st.expander("The preference losses beside DPO: IPO, SimPO, ORPO and KTO, on the same two answers"):
     n_chosen, n_rejected = compared.chosen.counted, compared.rejected.counted
     try:
@@ -346,4 +347,4 @@ link_to_lesson("grpo", "RL fine-tuning (GRPO), section 6: the reward model")
 
 show_code(answer_only_labels, end_of_turn_positions, completion_labels, answer_and_all_token_losses, dpo_loss,
           preference_losses)
-check_yourself("chat-loss", build_questions(result))
+check_yourself("chat-loss", build_questions(result, others))

@@ -123,7 +123,7 @@ PATH = (
            "token]] (with anything the template writes between the two), and puts [[-100|-100 / ignore_index]] on "
            "every other label. Then two answers compared, and the preference loss ([[DPO|DPO]]) built from the "
            "same numbers.",
-           "lmviz.lessons.chat_loss", ("count", "compare"), "causal", model_box=True,
+           "lmviz.lessons.chat_loss", ("count", "compare", "simpo"), "causal", model_box=True,
            text_boxes=(TextBox(("chat-loss question",), "text_input", "chat_user", 1000),
             TextBox(("chat-loss answer",), "text_input", "chat_answer", 1000))),
     # after Chat fine-tuning loss: its summed log-probabilities and DPO are what the policy ratio and the reward

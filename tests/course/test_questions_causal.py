@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from lmviz.core.numbers import fmt
 from lmviz.core.text import readable_token
+from lmviz.course import quiz
 from lmviz.course import registry as lesson
 from lmviz.course.questions import chat_loss as chat_loss_questions
 from lmviz.course.questions import next_token as next_token_questions
@@ -178,7 +179,8 @@ def chat_reference(loaded, user: str, answer: str, system: str | None) -> dict:
 def test_chat_questions_follow_the_conversation(bundled, user, answer, system, compared):
     expected = chat_reference(bundled, user, answer, system)
     result = chat_loss.analyse_sft(bundled, user, answer, system)
-    questions = by_key(chat_loss_questions.build_questions(result))
+    assert [q.key for q in chat_loss_questions.build_questions(result)] == ["count", "compare"]  # no SimPO: no pair
+    questions = by_key(chat_loss_questions.build_questions(result, chat_loss.preference_losses(-6, -12, -6, -12, 3, 4)))
     assert list(questions) == list(lesson.find("chat-loss").questions)
     assert questions["count"].answer == expected["count"]
     assert f"of the {expected['positions']} positions" in questions["count"].reason
@@ -198,6 +200,17 @@ def test_chat_questions_follow_the_conversation(bundled, user, answer, system, c
     assert len(rows) == expected["positions"]
     assert rows[answer_rows[-1] + 1]["next token"] == result.chat.tokens[result.chat.end_of_turn_positions[0]]
     assert len(answer_rows) + 1 == expected["count"]
+
+
+def test_the_simpo_question_is_the_published_equation_by_hand():
+    """Mean log p −6/3 = −2 and −12/4 = −3: β · 1 − γ = 0.1 − 0.5 = −0.4, and −log σ(−0.4) = log(1 + e^0.4)."""
+    preference = chat_loss.preference_losses(-6.0, -12.0, -5.0, -11.0, 3, 4)
+    question = chat_loss_questions._simpo_question(preference)
+    assert "is -2.00000 and the rejected one's -3.00000" in question.ask
+    assert question.answer == pytest.approx(math.log(1 + math.exp(0.4)), abs=1e-12)
+    assert question.answer == pytest.approx(-F.logsigmoid(torch.tensor(-0.4, dtype=torch.float64)).item(), abs=1e-12)
+    assert quiz.check(question, "0.91302").right and not quiz.check(question, "0.51302").right  # γ left out
+    assert f"NLL, {fmt(2.0)}, by default: {fmt(question.answer + 2.0)}" in question.reason  # cpo_alpha 1 × −(−2)
 
 
 def test_chat_page_checks_hints_and_reveals(bundled):

@@ -9,18 +9,37 @@ from typing import TYPE_CHECKING
 
 from lmviz.core.labels import IGNORE_INDEX
 from lmviz.core.numbers import fmt
+from lmviz.core.trl import PREFERENCE
 from lmviz.course.quiz import Question
 
 if TYPE_CHECKING:  # the records' types only: importing the lesson would import torch
-    from lmviz.lessons.chat_loss import SftAnalysis
+    from lmviz.lessons.chat_loss import PreferenceLosses, SftAnalysis
 
 # A chat token's role as the page names it: the assistant's tokens are the answer
 ROLE_WORDS = {"system": "system", "user": "user", "assistant": "answer", "template": "template"}
 
 
-def build_questions(result: SftAnalysis) -> list[Question]:
-    """Chat fine-tuning loss's check-yourself questions, from the analysis on the learner's screen."""
-    return [_count_question(result), _compare_question(result)]
+def build_questions(result: SftAnalysis, preference: PreferenceLosses | None = None) -> list[Question]:
+    """Chat fine-tuning loss's check-yourself questions, from the analysis on the learner's screen, and SimPO's
+    from section 5's preference losses where the page could compute them."""
+    questions = [_count_question(result), _compare_question(result)]
+    return questions if preference is None else [*questions, _simpo_question(preference)]
+
+
+def _simpo_question(preference: PreferenceLosses) -> Question:
+    chosen, rejected = preference.chosen_mean_logp, preference.rejected_mean_logp
+    beta, gamma = PREFERENCE.cpo_beta, PREFERENCE.simpo_gamma
+    inside = beta * (chosen - rejected) - gamma
+    return Question(
+        "simpo", f"The chosen answer's mean log p per token is {fmt(chosen)} and the rejected one's {fmt(rejected)}. "
+                 f"SimPO compares them with no reference model: with TRL's β = {beta:g} and margin γ = {gamma:g}, "
+                 "what is its preference term −log σ(β · (chosen − rejected) − γ)?", preference.simpo_preference,
+        reason=f"β · ({fmt(chosen)} − ({fmt(rejected)})) − γ = {fmt(inside)}, and −log σ({fmt(inside)}) = "
+               f"{fmt(preference.simpo_preference)}. Dividing each log π by its answer's tokens keeps a long answer "
+               f"from winning by length alone; TRL's CPOTrainer then adds cpo_alpha = {PREFERENCE.cpo_alpha:g} × the "
+               f"chosen answer's NLL, {fmt(-chosen)}, by default: {fmt(preference.simpo)}.",
+        hint="take the difference, times β, minus γ, then −log σ of it, with σ(x) = 1 / (1 + e^−x); the fold of "
+             "section 5 on the preference losses beside DPO writes SimPO out.")
 
 
 def _count_question(result: SftAnalysis) -> Question:
