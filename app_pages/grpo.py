@@ -335,8 +335,8 @@ st.caption(term("RLOO", "RLOO") + escape_markdown(
     f"{adv.count - 1}, with no standard deviation. Answer 1: {reward_text(scores[0])} − {fmt(others)} = "
     f"{fmt_signed(leave_one_out(scores)[0])}, which is {adv.count}/{adv.count - 1} × (R − mean) = "
     f"{adv.count}/{adv.count - 1} × {fmt_signed(adv.deviations[0])}. "
-    "RLOO also puts its KL penalty into the reward and takes one ratio per answer; the step below uses GRPO's "
-    "terms."))
+    "RLOO also puts its KL penalty into the reward and takes one ratio per answer (section 3's toggle One ratio "
+    "per answer takes it); the step below uses GRPO's terms."))
 if adv.teaches_nothing:
     st.info(escape_markdown(
         f"Every answer has the reward {reward_text(scores[0])}: every R − mean is 0, so every advantage is 0 and so is "
