@@ -129,6 +129,9 @@ def test_a_click_on_the_toy_editors_header_keeps_its_rows_in_order(projector, se
     open_page(projector, server, "toy", mode)
     editor = projector.locator("[data-testid='stDataFrame']").nth(2)
     editor.scroll_into_view_if_needed()
+    # its cells are drawn a moment after it scrolls into view: a busy machine once read them all as missing
+    projector.wait_for_function("e => e.querySelector('#glide-cell-0-4') !== null", arg=editor.element_handle(),
+                                timeout=30_000)
     before = editor_row_names(editor)
     labels = toy.label_ids().tolist()
     assert before == [f"{t}: {toy.INPUT_WORDS[t]} → {toy.VOCAB[labels[t]]}" for t in range(5)]
