@@ -389,7 +389,9 @@ updates = url_state.linked(url_state.number("grpo_updates", DEFAULT_UPDATES, 1, 
                            "Updates μ", 1, MAX_UPDATES,
                            help=f"Updates on the same group (TRL's num_iterations, {TRL.num_iterations} by default): "
                                 "the clip and the KL act from the second on. Section 5.")
-epsilon_box, high_box, beta_box, level_box, kl_box = st.columns([1, 1, 1, 1.3, 1.3])
+# the two toggles stacked in one wide column: five columns cut their labels in presentation mode
+epsilon_box, high_box, beta_box, toggles_box = st.columns([1, 1, 1, 2])
+level_box = kl_box = toggles_box
 epsilon = url_state.linked(url_state.number("grpo_epsilon", DEFAULT_EPSILON, MIN_EPSILON, 0.9),
                            epsilon_box.number_input, "Clip ε", MIN_EPSILON, 0.9, step=0.05, format="%g",
                            help="TRL's epsilon: the ratio is clipped to [1 − ε, 1 + ε high].")
