@@ -62,15 +62,14 @@ from lmviz.lessons.grpo import (
     at_most_tokens,
     bradley_terry,
     cispo,
+    clip_higher,
     clip_terms,
     contains_number,
     contains_word,
     dpo_as_bradley_terry,
     grpo_step,
     leave_one_out,
-    overlong_penalty,
-    released_by_clip_higher,
-    rescored,
+    overlong_shaped,
     rewards,
 )
 from lmviz.lessons.next_token import MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput
@@ -150,28 +149,29 @@ def clip_count(loss) -> str:
 def show_overlong_penalty(group, scores: list[float], cache: int) -> None:
     """DAPO's eq. 13 on this group: each answer's penalty, its reward with it, and the advantages that gives."""
     limit = group.max_new_tokens
-    if cache > limit:
+    try:
+        shaped = overlong_shaped(group, scores, cache)
+    except BadInput:
         st.info(escape_markdown(f"L_cache must be at most the limit of {limit} tokens (Most new tokens above); "
                                 f"got {cache}."), icon=":material/info:")
         return
-    lengths = [len(answer.ids) for answer in group.answers]  # the end token included, as TRL's completion_ids
-    penalties = overlong_penalty(lengths, limit, cache)
-    shaped = [r + q for r, q in zip(scores, penalties)]
-    start = limit - cache
+    lengths, start = shaped.lengths, limit - cache
+    slope = (f"then (L_max − L_cache − |y|) / L_cache, falling to −1 at L_max = {limit}, the page's token limit, so "
+             "an answer cut there gets −1" if cache else
+             f"and with L_cache = 0 no slope: −1 only past L_max = {limit}, the page's token limit, which no answer "
+             "here can pass")
     st.markdown(escape_markdown(
         f"DAPO (Yu et al. 2025, eq. 13) adds a penalty to the reward of a long answer: 0 up to L_max − L_cache = "
-        f"{limit} − {cache} = {start} tokens, then (L_max − L_cache − |y|) / L_cache, falling to −1 at L_max = "
-        f"{limit}, the page's token limit, so an answer cut there gets −1 (its tokens counted as TRL does, the end "
-        "token included). "
+        f"{limit} − {cache} = {start} tokens, {slope} (its tokens counted as TRL does, the end token included). "
         + (f"Answer {lengths.index(max(lengths)) + 1}, {max(lengths)} tokens: ({start} − {max(lengths)}) / {cache} = "
-           f"{fmt_signed(min(penalties))}. " if cache and max(lengths) > start else "")
+           f"{fmt_signed(min(shaped.penalties))}. " if cache and max(lengths) > start else "")
         + "The step below uses the rewards without it."))
     key_table(pd.DataFrame({
         "answer": [answer_label(i, r) for i, r in enumerate(scores)],
         "tokens": lengths,
-        "penalty": [fmt_signed(q) for q in penalties],
-        "R + penalty": [fmt_signed(r) for r in shaped],
-        SCALING_WORDS[SAMPLE_STD]: [fmt_signed(a) for a in advantages(shaped, SAMPLE_STD).advantages],
+        "penalty": [fmt_signed(q) for q in shaped.penalties],
+        "R + penalty": [fmt_signed(r) for r in shaped.rewards],
+        SCALING_WORDS[SAMPLE_STD]: [fmt_signed(a) for a in shaped.advantages.advantages],
     }), "grpo-overlong.csv", hide_index=True)
 
 
@@ -188,20 +188,19 @@ def clip_higher_sentence(loss) -> str:
             f"Here ε high = {high:g} is below ε = {low:g}: a rewarded {unit} is clipped at r > {1 + high:g}, sooner "
             f"than a symmetric clip would. DAPO's clip-higher goes the other way: ε high = {DAPO_EPSILON_HIGH:g} "
             "above ε = 0.2.", "clip-higher", "clip-higher")
-    if high == low and low >= DAPO_EPSILON_HIGH:
+    found = clip_higher(loss)
+    if found is None:  # symmetric, and already above DAPO's ε high
         return with_term(
             f"Here ε high = ε = {low:g}, already above DAPO's clip-higher ε high of {DAPO_EPSILON_HIGH:g}: a rewarded "
             f"{unit} may rise to r = {1 + low:g} before the clip holds it.", "clip-higher", "clip-higher")
-    would = high == low
+    would, released = not found.own, found.released
     if would:
-        released = released_by_clip_higher(rescored(loss, epsilon_high=DAPO_EPSILON_HIGH))
-        lead = (f"Here ε high = ε: the clip is symmetric. DAPO's clip-higher, ε high = {DAPO_EPSILON_HIGH:g}, lets a "
-                f"rewarded {unit} rise to r = {1 + DAPO_EPSILON_HIGH:g} before the clip holds it.")
+        lead = (f"Here ε high = ε: the clip is symmetric. DAPO's clip-higher, ε high = {found.epsilon_high:g}, lets a "
+                f"rewarded {unit} rise to r = {1 + found.epsilon_high:g} before the clip holds it.")
     else:
-        released = released_by_clip_higher(loss)
         lead = (f"DAPO's clip-higher: with ε high = {high:g} above ε = {low:g}, a rewarded {unit} is clipped only once "
                 f"r > {1 + high:g}, not {1 + low:g}.")
-    if level == SEQUENCE:
+    if loss.level == SEQUENCE:
         answers = sorted({t.answer for t in released})
         count = len(answers)
         which = ("answers " if count > 1 else "answer ") + ", ".join(str(a + 1) for a in answers)

@@ -53,7 +53,7 @@ from dataclasses import asdict
 from lmviz.core.loss_options import BadOption, LossOptions, with_options
 from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import readable_token
-from lmviz.core.trl import DAPO_EPSILON_HIGH, TRL
+from lmviz.core.trl import TRL
 from lmviz.errors import ModelLoadError, NotEnoughMemory, NothingToScore
 from lmviz.lessons import distillation
 from lmviz.lessons.bert import analyse_mlm, analyse_nsp
@@ -92,12 +92,12 @@ from lmviz.lessons.grpo import (
     check_sampling,
     check_updates,
     cispo,
+    clip_higher,
     contains_number,
     contains_word,
     grpo_step,
     overlong_penalty,
-    released_by_clip_higher,
-    rescored,
+    overlong_shaped,
     rewards,
     sample_group,
 )
@@ -516,14 +516,12 @@ def _grpo_table(rule, group, scores, scaled, step, scale: str) -> list[str]:
 
 def _update_2_variants(second) -> list[str]:
     """What clip-higher and CISPO change at update 2, the first where the ratios have moved."""
-    own = second.epsilon_high > second.epsilon_low  # the step's clip-higher, or else DAPO's
-    high = second.epsilon_high if own else DAPO_EPSILON_HIGH
     lines = []
-    if high > second.epsilon_low:
-        released = released_by_clip_higher(rescored(second, epsilon_high=high))
-        lines.append(f"  at update 2, clip-higher with ε_high = {high:g} above ε_low = {second.epsilon_low:g} "
-                     f"{'releases' if own else 'would release'} {len(released)} {second.clip_unit}(s) with A > 0 "
-                     "that the symmetric clip holds")
+    found = clip_higher(second)
+    if found is not None:
+        lines.append(f"  at update 2, clip-higher with ε_high = {found.epsilon_high:g} above ε_low = "
+                     f"{second.epsilon_low:g} {'releases' if found.own else 'would release'} {len(found.released)} "
+                     f"{second.clip_unit}(s) with A > 0 that the symmetric clip holds")
     if second.level == TOKEN:
         result = cispo(second)
         held = sum(t.takes_clipped for answer in second.tokens for t in answer)
@@ -535,13 +533,12 @@ def _update_2_variants(second) -> list[str]:
 
 def _overlong_lines(group, scores, cache: int) -> list[str]:
     """DAPO's soft overlong penalty on each answer, shown beside its reward (the step uses the rewards alone)."""
-    lengths = [len(answer.ids) for answer in group.answers]
-    shaped = [r + q for r, q in zip(scores, overlong_penalty(lengths, group.max_new_tokens, cache))]
+    shaped = overlong_shaped(group, scores, cache)
     lines = [f"DAPO's soft overlong penalty, L_max = {group.max_new_tokens}, L_cache = {cache} (shown, not used "
              "by the step):", f"{'answer':>6}  {'tokens':>6}  {'penalty':>9}  {'R + penalty':>11}  {'sample std':>10}"]
-    shaped_advantages = advantages(shaped, SAMPLE_STD).advantages
-    lines += [f"{i + 1:>6}  {n:>6}  {fmt_signed(q - r):>9}  {fmt_signed(q):>11}  {fmt_signed(a):>10}"
-              for i, (n, r, q, a) in enumerate(zip(lengths, scores, shaped, shaped_advantages))]
+    lines += [f"{i + 1:>6}  {n:>6}  {fmt_signed(q):>9}  {fmt_signed(r):>11}  {fmt_signed(a):>10}"
+              for i, (n, q, r, a) in enumerate(zip(shaped.lengths, shaped.penalties, shaped.rewards,
+                                                   shaped.advantages.advantages))]
     return lines
 
 

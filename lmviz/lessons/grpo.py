@@ -47,6 +47,7 @@ from lmviz.core.trl import (
     CISPO,
     CISPO_EPSILON_MAX,
     DAPO,
+    DAPO_EPSILON_HIGH,
     DR_GRPO,
     GRPO,
     LUSPO,
@@ -427,6 +428,24 @@ def released_by_clip_higher(loss: GroupLoss) -> list[TokenTerms]:
 
 
 @dataclass
+class ClipHigher:
+    """What clip-higher changes at one update: the upper ε it uses and the units it releases."""
+    epsilon_high: float  # the loss's own ε_high where it is above ε_low, else DAPO's
+    own: bool  # True: the loss's own clip releases them; False: DAPO's ε_high would
+    released: list[TokenTerms]
+
+
+def clip_higher(loss: GroupLoss) -> ClipHigher | None:
+    """The tokens clip-higher releases at this update (released_by_clip_higher), with the loss's own ε_high
+    where it is above ε_low, else with DAPO's 0.28, what it would release; None where neither is above ε_low."""
+    own = loss.epsilon_high > loss.epsilon_low
+    high = loss.epsilon_high if own else DAPO_EPSILON_HIGH
+    if high <= loss.epsilon_low:
+        return None
+    return ClipHigher(high, own, released_by_clip_higher(loss if own else rescored(loss, epsilon_high=high)))
+
+
+@dataclass
 class CispoToken:
     """One token under CISPO (MiniMax-M1, 2025) as TRL's loss_type "cispo" computes it: the per-token term
     −sg(min(r, ε_max))·A·log π_θ, with a token-level ratio and the token count of the group as its divisor
@@ -478,6 +497,23 @@ def overlong_penalty(lengths: list[int], max_length: int, cache: int) -> list[fl
     cache = _check_whole(cache, "penalty's cache, L_cache", 0, max_length)
     start = max_length - cache
     return [0.0 if n <= start else -1.0 if n > max_length else (start - n) / cache for n in lengths]
+
+
+@dataclass
+class OverlongShaping:
+    """A group's rewards with DAPO's soft overlong penalty added, and the advantages they would give."""
+    lengths: list[int]  # each answer's tokens, the end token included, as TRL's completion_ids count them
+    penalties: list[float]
+    rewards: list[float]  # each reward plus its penalty
+    advantages: Advantages  # of those rewards, ÷ the sample std
+
+
+def overlong_shaped(group: Group, scores: list[float], cache: int) -> OverlongShaping:
+    """DAPO's penalty on each answer of ``group``, L_max its token limit; raises BadInput for a cache above it."""
+    lengths = [len(answer.ids) for answer in group.answers]
+    penalties = overlong_penalty(lengths, group.max_new_tokens, cache)
+    shaped = [r + q for r, q in zip(scores, penalties)]
+    return OverlongShaping(lengths, penalties, shaped, advantages(shaped, SAMPLE_STD))
 
 
 # --- the reward model, and DPO as one ---------------------------------------------------------------------

@@ -168,6 +168,17 @@ def test_the_overlong_penalty_is_dapos_equation_on_each_answers_tokens(default_p
         ((shaped - shaped.mean()) / shaped.std()).tolist(), abs=5e-6)
 
 
+def test_an_overlong_cache_of_0_has_no_slope_and_one_above_the_limit_gets_a_sentence():
+    at = open_page(PAGE)
+    at.number_input(key="grpo_overlong_cache").set_value(0).run(timeout=300)
+    assert not at.exception
+    assert set(table(at, "R + penalty")["penalty"]) == {"0.00000"}  # eq. 13: no answer passes the 12-token limit
+    said = next(t for t in texts(at) if t.startswith("DAPO (Yu et al. 2025, eq. 13)"))
+    assert "no slope" in said and "gets −1" not in said
+    at.number_input(key="grpo_overlong_cache").set_value(13).run(timeout=300)
+    assert not at.exception and any("L_cache must be at most the limit of 12 tokens" in t for t in texts(at))
+
+
 def test_trls_defaults_set_the_controls_to_grpoconfigs_and_the_clip_never_acts():
     at = open_page(PAGE)
     next(b for b in at.button if b.label == f"TRL's defaults (TRL {TRL.version})").click().run(timeout=300)

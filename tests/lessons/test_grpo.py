@@ -9,6 +9,7 @@ import random
 import re
 import statistics
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -39,6 +40,7 @@ from lmviz.lessons.grpo import (
     at_most_tokens,
     bradley_terry,
     cispo,
+    clip_higher,
     clip_terms,
     contains_number,
     contains_word,
@@ -49,6 +51,7 @@ from lmviz.lessons.grpo import (
     implicit_reward,
     leave_one_out,
     overlong_penalty,
+    overlong_shaped,
     released_by_clip_higher,
     rescored,
     rewards,
@@ -390,6 +393,27 @@ def test_clip_higher_releases_exactly_the_tokens_between_the_two_upper_bounds(se
     assert symmetric.clipped_high - asymmetric.clipped_high == len(expected)
     assert symmetric.clipped_low == asymmetric.clipped_low
     assert all(t.surrogate_gradient != 0 for t in released)
+
+
+def test_clip_higher_uses_the_losss_own_upper_clip_or_else_dapos():
+    new, old, ref, adv = random_group(0)
+    symmetric = group_loss(new, old, adv, 0.2, 0.2, TOKEN, ref, 0.04)
+    dapo = clip_higher(symmetric)  # what DAPO's 0.28 would release: the two tokens between 1.2 and 1.28
+    assert (dapo.epsilon_high, dapo.own, len(dapo.released)) == (0.28, False, 2)
+    own = clip_higher(group_loss(new, old, adv, 0.2, 0.25, TOKEN, ref, 0.04))
+    assert own.epsilon_high == 0.25 and own.own
+    assert [(t.answer, t.position) for t in own.released] == [
+        (t.answer, t.position) for t in dapo.released if t.ratio <= 1.25]
+    assert clip_higher(group_loss(new, old, adv, 0.3, 0.3, TOKEN, ref, 0.04)) is None  # already above 0.28
+
+
+def test_overlong_shaping_adds_eq_13_to_each_reward_and_takes_the_advantages_of_the_sums():
+    group = SimpleNamespace(max_new_tokens=12, answers=[SimpleNamespace(ids=[0] * n) for n in (5, 8, 10, 12)])
+    shaped = overlong_shaped(group, [1.0, 0.0, 1.0, 1.0], 4)
+    assert shaped.lengths == [5, 8, 10, 12]
+    assert shaped.penalties == [dapo_equation_13(n, 12, 4) for n in (5, 8, 10, 12)] == [0.0, 0.0, -0.5, -1.0]
+    assert shaped.rewards == [1.0, 0.0, 0.5, 0.0]
+    assert shaped.advantages.advantages == advantages([1.0, 0.0, 0.5, 0.0], SAMPLE_STD).advantages
 
 
 def test_a_symmetric_clip_releases_nothing():
