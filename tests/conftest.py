@@ -20,8 +20,26 @@ os.environ["LMVIZ_CHARS_PER_MINUTE"] = "inf"
 # or join page gets a store of its own (tests/app/test_live_pages.py sets one per test).
 os.environ.setdefault("LMVIZ_LIVE_DB", f"sqlite:///{tempfile.mkdtemp(prefix='lmviz-tests-live-')}/live.sqlite3")
 
+
+def cores_per_worker() -> int:
+    """This process's share of the cores, in a pytest-xdist worker: the cores over the number of workers. Each worker,
+    and the servers and CLIs it starts, would otherwise run one torch thread per core: on two cores, two workers at
+    two threads each ran GRPO's group and step in 56 s each, against 16 s at one thread each
+    (docs/development/testing.md), since an idle OpenMP thread spins on a core another process needs."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+
+
+# Only in a worker (the controller of `-n 2` runs no test, and `-n 0` keeps torch's own default), and only where the
+# person running the tests has not set it; set before torch is imported, it also reaches every process a test starts.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", str(cores_per_worker()))
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+if "OMP_NUM_THREADS" in os.environ:  # in case a plugin imported torch before this file
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 from transformers import BertConfig, BertForPreTraining, GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 from tests.helpers import TINY_VOCAB  # noqa: E402
