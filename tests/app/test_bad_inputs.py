@@ -52,9 +52,11 @@ def typed(box: TextBox):
 # your-sentence from a link and train are driven by their own tests below, with what they need around the text.
 BY_OTHER_MEANS = {"your-sentence from a link", "train alone", "train among ordinary text"}
 def small_group_on_grpo(at: AppTest, text: str):
-    """The prompt typed with a group of 2 answers of 4 tokens: every case samples a group and takes a step."""
+    """The prompt typed with a group of 2 answers of 4 tokens and one update: every case samples a group and takes a
+    step (three updates took twice as long, and tell no more of how the prompt is read)."""
     at.slider(key="grpo_group").set_value(2)
     at.number_input(key="grpo_limit").set_value(4)
+    at.number_input(key="grpo_updates").set_value(1)
     at.text_input(key="grpo_prompt").input(text[:500])
 
 

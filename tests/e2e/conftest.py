@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from scripts.live_server import CHROMIUM_FLAGS, ROOT, running_server
+from tests.e2e.helpers import WHOLE_PAGE
 
 
 @pytest.fixture(scope="session")
@@ -47,9 +48,27 @@ def watched_tab(browser, viewport: dict):
 
 
 @pytest.fixture()
+def new_tab(browser):
+    """Opens tabs, each in a browser context of its own (``new_tab(viewport, **options)`` -> (context, tab)), and
+    closes every one when the test ends, passed or failed. A tab left open goes on polling (the live class's pages,
+    every few seconds) or retrying a server that has stopped, and its renderer took a share of a core for the rest
+    of the run."""
+    contexts = []
+
+    def open_tab(viewport: dict | None = None, **options):
+        context = browser.new_context(viewport=viewport, **options) if viewport else browser.new_context(**options)
+        contexts.append(context)
+        return context, context.new_page()
+
+    yield open_tab
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture()
 def page(browser, server):
     """A tall tab: a whole page at once, for screenshots and reading far down."""
-    yield from watched_tab(browser, {"width": 1400, "height": 2600})
+    yield from watched_tab(browser, WHOLE_PAGE)
 
 
 @pytest.fixture()

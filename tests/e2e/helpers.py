@@ -10,6 +10,21 @@ from scripts.live_server import ROOT, SETTLED, settled_height
 
 # where the page screenshots go: CI keeps them as artifacts; scripts/update_screenshots sets docs/screenshots
 ARTIFACTS = Path(os.environ.get("LMVIZ_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
+# The footer's sentence under every lesson, drawn after the page's own script has run to its end
+FOOTER = "The links above keep your place"
+# every Plotly chart on the page has drawn its traces (charts draw after the script run has finished)
+DRAWN = "[...document.querySelectorAll('.js-plotly-plot')].every(chart => chart.querySelector('g.trace'))"
+WHOLE_PAGE = {"width": 1400, "height": 2600}  # a tall tab: a whole page at once, for screenshots
+
+
+def save_whole(tab, name: str) -> None:
+    """The page, every chart drawn, saved as ARTIFACTS/``name``.png in a tall tab (WHOLE_PAGE): the main area scrolls
+    inside the window, so a full-page screenshot of a short window would hold only its first screen."""
+    tab.set_viewport_size(WHOLE_PAGE)
+    settled_height(tab)
+    tab.wait_for_function(DRAWN, timeout=60_000)  # the screenshot shows every chart, not a blank frame
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def settle(tab, timeout=120_000):

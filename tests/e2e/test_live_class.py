@@ -34,11 +34,6 @@ def live_server(chromium_path, tmp_path_factory):
         yield address, store
 
 
-def tab_of(browser, viewport: dict, **options):
-    context = browser.new_context(viewport=viewport, **options)
-    return context, context.new_page()
-
-
 def answered(tab) -> str:
     return tab.get_by_text(re.compile(r"^\d+ of \d+ answered$")).first.inner_text()
 
@@ -49,6 +44,9 @@ def send(phone, given: str, question_id: int) -> None:
     with the old one), left a poll's time before Send, as a student takes theirs."""
     form = phone.locator(f".st-key-live-asked-{question_id}")
     expect(form).to_be_visible(timeout=POLL_MS)
+    # The form's Send button comes last: once it is drawn, so is the box or the choices (on a loaded runner the box
+    # was looked for before it was drawn, and the test then looked for the number among choices there were not)
+    expect(form.get_by_role("button", name="Send", exact=True)).to_be_visible(timeout=POLL_MS)
     box = form.get_by_label("Your answer (a number)")
     if box.count():
         box.fill(given)
@@ -68,9 +66,9 @@ def send(phone, given: str, question_id: int) -> None:
         timeout=POLL_MS)
 
 
-def test_a_room_on_a_projector_and_two_phones(browser, live_server):
+def test_a_room_on_a_projector_and_two_phones(new_tab, live_server):
     server, store = live_server
-    _, projector = tab_of(browser, PROJECTOR)
+    _, projector = new_tab(PROJECTOR)
     projector.goto(f"{server}/live-class?present=1&{KEY_PARAM}=any")
     settle(projector)
     assert KEY_PARAM not in urlsplit(projector.url).query  # the teacher key leaves the address bar at once
@@ -93,7 +91,7 @@ def test_a_room_on_a_projector_and_two_phones(browser, live_server):
     # two phones join by the link (on this machine the server listens on loopback: the link's path and query)
     phones = []
     for _ in range(2):
-        _, phone = tab_of(browser, PHONE, is_mobile=True, has_touch=True)
+        _, phone = new_tab(PHONE, is_mobile=True, has_touch=True)
         phone.goto(f"{server}{urlsplit(link).path}?{urlsplit(link).query}")
         expect(phone.get_by_text(f"You are in the class {code}.")).to_be_visible(timeout=60_000)
         assert phone.evaluate(SIDEWAYS) <= 0
@@ -178,12 +176,12 @@ HOSTILE = "**bold** <img src=x>"
 QUEUE = "Sentences waiting for your approval (not for the projector)"
 
 
-def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(browser, live_server):
+def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(new_tab, live_server):
     """A phone types a sentence on the join page (the server's model scores it), four more come through the store,
     one of them hostile; the projector shows the numbers the store computes and no text; the queue, collapsed,
     stays open across the page's polls while the teacher approves; an approved text is shown as text."""
     server, store = live_server
-    _, projector = tab_of(browser, PROJECTOR)
+    _, projector = new_tab(PROJECTOR)
     projector.goto(f"{server}/live-class?present=1&{KEY_PARAM}=any")
     settle(projector)
     projector.get_by_role("button", name="Open a room").click()
@@ -191,7 +189,7 @@ def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(b
     expect(code_box).to_be_visible(timeout=POLL_MS)
     code = code_box.inner_text().strip()
 
-    _, phone = tab_of(browser, PHONE, is_mobile=True, has_touch=True)
+    _, phone = new_tab(PHONE, is_mobile=True, has_touch=True)
     phone.goto(f"{server}/join?room={code}")
     expect(phone.get_by_text(f"You are in the class {code}.")).to_be_visible(timeout=60_000)
     phone.get_by_label("Your sentence").fill("My grandmother bakes apple pie in autumn.")

@@ -40,16 +40,16 @@ def replicas_on_postgres(haproxy, request):
             yield replicas, store
 
 
-def pinned_tab(browser, replicas, replica: str, viewport: dict, **options):
+def pinned_tab(new_tab, replicas, replica: str, viewport: dict, **options):
     """A browser of its own whose every request HAProxy sends to ``replica`` (its affinity cookie set first)."""
-    context = browser.new_context(viewport=viewport, **options)
+    context, tab = new_tab(viewport, **options)
     context.add_cookies([{"name": COOKIE, "value": replica, "url": replicas.url}])
-    return context, context.new_page()
+    return context, tab
 
 
-def test_a_phone_on_one_replica_and_the_projector_on_the_other_share_the_room(browser, replicas_on_postgres):
+def test_a_phone_on_one_replica_and_the_projector_on_the_other_share_the_room(new_tab, replicas_on_postgres):
     replicas, store = replicas_on_postgres
-    projector_context, projector = pinned_tab(browser, replicas, "r1", PROJECTOR)
+    projector_context, projector = pinned_tab(new_tab, replicas, "r1", PROJECTOR)
     projector.goto(f"{replicas.url}/live-class?present=1&{KEY_PARAM}={TEACHER_KEY}")
     settle(projector, timeout=300_000)
     assert KEY_PARAM not in urlsplit(projector.url).query  # the teacher key leaves the address bar at once
@@ -61,7 +61,7 @@ def test_a_phone_on_one_replica_and_the_projector_on_the_other_share_the_room(br
     link = re.search(r"open (\S+) and the code", projector.get_by_text("Scan the QR code").inner_text()).group(1)
     assert link == f"{replicas.url}/join?room={code}"  # LMVIZ_PUBLIC_URL: HAProxy's address, not a replica's
 
-    phone_context, phone = pinned_tab(browser, replicas, "r2", PHONE, is_mobile=True, has_touch=True)
+    phone_context, phone = pinned_tab(new_tab, replicas, "r2", PHONE, is_mobile=True, has_touch=True)
     phone.goto(link)
     expect(phone.get_by_text(f"You are in the class {code}.")).to_be_visible(timeout=120_000)
     expect(projector.get_by_text("1 phone has joined", exact=False).first).to_be_visible(timeout=POLL_MS)
