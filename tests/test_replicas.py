@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from scripts.live_server import free_port
 from scripts.replicas import COOKIE, ROOT, haproxy_path, render_config
 
 LOOPBACK = {"r1": "127.0.0.1:8601", "r2": "127.0.0.1:8602"}
@@ -66,17 +67,12 @@ def test_haproxys_log_keeps_no_client_address_and_no_query_string(tmp_path):
     """A live class's join link carries its room code and a phone's token in the query string, and lmviz keeps no
     student's address: HAProxy's line for a request has neither (docs/teachers/live-class.md says so)."""
     import http.server
-    import socket
     import threading
     import time
+    import urllib.request
 
     if haproxy_path() is None:
         pytest.skip("haproxy is not installed (apt-get install haproxy)")
-
-    def free_port() -> int:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            return probe.getsockname()[1]
 
     class Ok(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -95,20 +91,34 @@ def test_haproxys_log_keeps_no_client_address_and_no_query_string(tmp_path):
                                   f"127.0.0.1:{free_port()}"))
     proxy = subprocess.Popen([haproxy_path(), "-db", "-f", str(path)], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
+    output: list[str] = []  # everything HAProxy prints, read while it runs
+
+    def read_output():
+        for line in proxy.stdout:
+            output.append(line)
+
+    threading.Thread(target=read_output, daemon=True).start()
+    answered = False
     try:
-        deadline, lines = time.monotonic() + 60, []  # 20 s was once too short on a machine busy with other tests
-        import urllib.request
-        while time.monotonic() < deadline:  # until the health check has found the server up
+        deadline = time.monotonic() + 60  # 20 s was once too short on a machine busy with other tests
+        while time.monotonic() < deadline and proxy.poll() is None:  # until the health check has found it up
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{front}/join?room=QWXYZ&p=TOKEN-SECRET", timeout=2).read()
+                answered = True
                 break
             except OSError:
                 time.sleep(0.2)
-        proxy.terminate()
-        lines = [line for line in proxy.communicate(timeout=20)[0].splitlines() if "GET /join" in line]
+        # HAProxy writes a request's line when the stream ends, which can come after the client has read the
+        # answer: it is stopped only once the line is there (stopped at once, it once never wrote it, in CI).
+        while answered and time.monotonic() < deadline and not any("GET /join" in line for line in output):
+            time.sleep(0.1)
     finally:
-        if proxy.poll() is None:
+        proxy.terminate()
+        try:
+            proxy.wait(timeout=20)
+        except subprocess.TimeoutExpired:
             proxy.kill()
         backend.shutdown()
-    assert lines and " 200 " in lines[-1], lines  # the request was logged, and answered
+    lines = [line for line in output if "GET /join" in line]
+    assert answered and lines and " 200 " in lines[-1], output  # the request was answered, and logged
     assert not any(word in line for line in lines for word in ("QWXYZ", "TOKEN-SECRET", "127.0.0.1", "?")), lines
