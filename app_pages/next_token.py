@@ -59,13 +59,29 @@ def continued(tokenizer, logits, text: str, token_id: int) -> str:
     return text + after[len(before):] if after.startswith(before) else after
 
 
-def append(token_id: int, how: str, chosen: str | None) -> None:
+def chosen_true_next() -> str | None:
+    """The true next token chosen under 1, as shown, read from the widgets' state: a callback runs before the
+    script, and a click that lands while the page is still drawn is on the last run's button, so neither this
+    run's variables nor that button's arguments know the choice (the browser test found the sentence missing
+    both ways)."""
+    picked = st.session_state.get("next_true")
+    if picked == TYPE_A_WORD:
+        word = st.session_state.get("next_word", "")
+        picked = word if word.strip() else None  # as under 1: a blank word scores nothing
+    if picked is None:
+        return None
+    try:
+        return if_true_next(logits, tokenizer, picked).token
+    except BadInput:  # a word the page said it cannot score: there was no true next token to clear
+        return None
+
+
+def append(token_id: int, how: str) -> None:
     """A button's callback: the chosen token joins the text box, and the page says what was appended. The true next
     token chosen for the text before is cleared, and the page says so: it was the one after that text, and kept, it
-    was scored after the longer text as if it came next there too ("␣Lyon" scored again after "…is Paris").
-    ``chosen`` is that token as shown, passed by the button: a callback runs before the script, so it cannot rely on
-    what this run's script has computed (the browser test found the sentence missing when it read the global)."""
+    was scored after the longer text as if it came next there too ("␣Lyon" scored again after "…is Paris")."""
     said = f"Appended {readable_token(tokenizer, token_id)} ({how})."
+    chosen = chosen_true_next()
     if chosen is not None:
         said += (f" The true next token you chose for the text before, {chosen}, is cleared: choose one "
                  "for this text under 1.")
@@ -242,14 +258,12 @@ greedy_col, seed_col, sample_col = st.columns([2, 1, 2])
 seed = url_state.linked(url_state.number("next_seed", 0, 0, 2**31 - 1), seed_col.number_input, "Seed",
                         min_value=0, max_value=2**31 - 1, step=1, label_visibility="collapsed",
                         help="The seed of the next draw (each draw adds 1).")
-chosen = true_next.token if true_next is not None else None
 greedy_col.button(f"Append the greedy token, {escape_markdown(shown.greedy.token)}", on_click=append,
-                  args=(shown.greedy.token_id, "greedy", chosen))
+                  args=(shown.greedy.token_id, "greedy"))
 sampled = sample_token(logits.logits, temperature, int(seed))
 sampled_p = softmax_with_temperature(logits.logits, temperature)[sampled].item()
 sample_col.button(f"Sample a token (seed {int(seed)})", on_click=append,
-                  args=(sampled, f"sampled with seed {int(seed)} at T = {temperature:g}, p = {fmt_prob(sampled_p)}",
-                        chosen))
+                  args=(sampled, f"sampled with seed {int(seed)} at T = {temperature:g}, p = {fmt_prob(sampled_p)}"))
 # The text the buttons continue, under them: on a projector the result of a click is on screen with the button.
 with st.container(border=True, key="next-generated"):
     appended = st.session_state.pop("next_appended", "")

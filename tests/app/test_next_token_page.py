@@ -240,6 +240,29 @@ def test_the_text_so_far_is_under_the_generate_buttons_and_the_true_next_word_go
     assert "-log p(L), T = 1" in metrics(at)
 
 
+@pytest.mark.parametrize("typed", [False, True])
+def test_a_click_on_append_in_the_same_run_as_the_choice_still_says_the_true_next_token_is_cleared(bundled, typed):
+    """A teacher who chooses the true next token and clicks Append before the page is drawn again clicks the last
+    run's button: the choice and the click reach the script in one run. The sentence about the cleared token is
+    said all the same (it was missing when the button's arguments carried the choice)."""
+    prefix = "The capital of France is"
+    at = open_page_with("app_pages/next_token.py", {"text": prefix})
+    greedy, second = softmax_of_the_model(bundled, prefix, 1.0).topk(2).indices.tolist()
+    box = at.selectbox(key="next_true")
+    if typed:
+        box.set_value(box.options[-1]).run()  # "a word I type…", and the word typed in the same run as the click
+        at.text_input(key="next_word").input("Lyon")
+        chosen = bundled.tokenizer.convert_tokens_to_ids("ĠLyon")
+    else:
+        chosen = second  # one of the listed tokens
+        box.set_value(chosen)
+    next(b for b in at.button if b.label.startswith("Append the greedy token")).click().run()
+    assert at.text_area(key="next_text").value == prefix + bundled.tokenizer.decode([greedy])
+    assert (f"The true next token you chose for the text before, {readable_token(bundled.tokenizer, chosen)}, is "
+            "cleared") in page_text(at)
+    assert at.selectbox(key="next_true").value is None
+
+
 def test_the_key_table_is_an_html_table_in_presentation_mode(bundled):
     at = open_page_with("app_pages/next_token.py", {"present": "1"})
     assert not at.exception and not at.dataframe
