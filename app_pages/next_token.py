@@ -21,6 +21,7 @@ from lmviz.lessons.next_token import (
     MOST_HAND_DIGITS,
     BadInput,
     distribution,
+    greedy_token,
     hand_digits,
     hand_exponent,
     if_true_next,
@@ -59,11 +60,8 @@ def continued(tokenizer, logits, text: str, token_id: int) -> str:
     return text + after[len(before):] if after.startswith(before) else after
 
 
-def chosen_true_next() -> str | None:
-    """The true next token chosen under 1, as shown, read from the widgets' state: a callback runs before the
-    script, and a click that lands while the page is still drawn is on the last run's button, so neither this
-    run's variables nor that button's arguments know the choice (the browser test found the sentence missing
-    both ways)."""
+def chosen_true_next(scored) -> str | None:
+    """The true next token chosen under 1, as shown, read from the widgets' state: see ``append``."""
     picked = st.session_state.get("next_true")
     if picked == TYPE_A_WORD:
         word = st.session_state.get("next_word", "")
@@ -71,28 +69,45 @@ def chosen_true_next() -> str | None:
     if picked is None:
         return None
     try:
-        return if_true_next(logits, tokenizer, picked).token
+        return if_true_next(scored, tokenizer, picked).token
     except BadInput:  # a word the page said it cannot score: there was no true next token to clear
         return None
 
 
-def append(token_id: int, how: str) -> None:
-    """A button's callback: the chosen token joins the text box, and the page says what was appended. The true next
-    token chosen for the text before is cleared, and the page says so: it was the one after that text, and kept, it
-    was scored after the longer text as if it came next there too ("␣Lyon" scored again after "…is Paris")."""
+def append(how: str) -> None:
+    """A button's callback: the greedy or a sampled token joins the text box, and the page says what was appended.
+    The true next token chosen for the text before is cleared, and the page says so: it was the one after that
+    text, and kept, it was scored after the longer text as if it came next there too ("␣Lyon" after "…is Paris").
+
+    Everything is read from the widgets' state, as it is at the click: a callback runs before the script, and a
+    click that lands while the page is still drawn (a text typed and the button clicked at once, a token chosen
+    under 1 and Append clicked) is on the last run's button, so neither that run's variables nor the button's
+    arguments know what changed. Read from them, the typed text was replaced by the old one continued, and the
+    sentence about the cleared token was missing (tests/app/test_next_token_page.py)."""
+    now, temperature = st.session_state["next_text"], st.session_state["next_temperature"]
+    try:
+        scored = get_logits(scorer, scorer.cache_key, now, st.session_state["next_bos"])
+    except (NothingToScore, NotEnoughMemory):
+        return  # nothing to append to: the script says why, under the box
+    if how == "greedy":
+        token_id = greedy_token(scored.logits)
+    else:
+        seed = int(st.session_state["next_seed"])
+        token_id = sample_token(scored.logits, temperature, seed)
+        p = softmax_with_temperature(scored.logits, temperature)[token_id].item()
+        how = f"sampled with seed {seed} at T = {temperature:g}, p = {fmt_prob(p)}"
+        st.session_state["next_seed"] += 1  # the next draw is another one, and the sequence stays reproducible
     said = f"Appended {readable_token(tokenizer, token_id)} ({how})."
-    chosen = chosen_true_next()
+    chosen = chosen_true_next(scored)
     if chosen is not None:
         said += (f" The true next token you chose for the text before, {chosen}, is cleared: choose one "
                  "for this text under 1.")
-    st.session_state["next_text"] = continued(tokenizer, logits, text, token_id)
+    st.session_state["next_text"] = continued(tokenizer, scored, now, token_id)
     st.session_state["next_true"] = None
     st.session_state.pop("next_word", None)
     if "next" in st.query_params:  # a link's true next token goes too: the link now carries the longer text
         del st.query_params["next"]
     st.session_state["next_appended"] = said
-    if how.startswith("sampled"):
-        st.session_state["next_seed"] += 1  # the next draw is another one, and the sequence stays reproducible
 
 
 intro(
@@ -259,11 +274,8 @@ seed = url_state.linked(url_state.number("next_seed", 0, 0, 2**31 - 1), seed_col
                         min_value=0, max_value=2**31 - 1, step=1, label_visibility="collapsed",
                         help="The seed of the next draw (each draw adds 1).")
 greedy_col.button(f"Append the greedy token, {escape_markdown(shown.greedy.token)}", on_click=append,
-                  args=(shown.greedy.token_id, "greedy"))
-sampled = sample_token(logits.logits, temperature, int(seed))
-sampled_p = softmax_with_temperature(logits.logits, temperature)[sampled].item()
-sample_col.button(f"Sample a token (seed {int(seed)})", on_click=append,
-                  args=(sampled, f"sampled with seed {int(seed)} at T = {temperature:g}, p = {fmt_prob(sampled_p)}"))
+                  args=("greedy",))
+sample_col.button(f"Sample a token (seed {int(seed)})", on_click=append, args=("sampled",))
 # The text the buttons continue, under them: on a projector the result of a click is on screen with the button.
 with st.container(border=True, key="next-generated"):
     appended = st.session_state.pop("next_appended", "")

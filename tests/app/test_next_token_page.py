@@ -263,6 +263,27 @@ def test_a_click_on_append_in_the_same_run_as_the_choice_still_says_the_true_nex
     assert at.selectbox(key="next_true").value is None
 
 
+@pytest.mark.parametrize("button", ["Append the greedy token", "Sample a token"])
+def test_a_text_typed_and_a_button_clicked_in_the_same_run_continues_the_typed_text(bundled, button):
+    """A text typed in the box and a button clicked at once (the click blurs the box): the click is on the last
+    run's button, drawn for the old text. The typed text is continued with its own greedy token or draw; it was
+    replaced by the old text continued."""
+    at = open_page_with("app_pages/next_token.py", {"text": "The capital of France is", "t": "0.7"})
+    typed = "My favourite animal is the"
+    at.text_area(key="next_text").input(typed)
+    next(b for b in at.button if b.label.startswith(button)).click().run()
+    probs = softmax_of_the_model(bundled, typed, 0.7)
+    if button.startswith("Sample"):
+        token = int(torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(0)))
+        said = f"Appended {readable_token(bundled.tokenizer, token)} (sampled with seed 0 at T = 0.7, p = "
+        assert at.number_input(key="next_seed").value == 1  # the next draw is another one
+    else:
+        token = int(probs.argmax())
+        said = f"Appended {readable_token(bundled.tokenizer, token)} (greedy)."
+    assert at.text_area(key="next_text").value == typed + bundled.tokenizer.decode([token])
+    assert said in page_text(at)
+
+
 def test_the_key_table_is_an_html_table_in_presentation_mode(bundled):
     at = open_page_with("app_pages/next_token.py", {"present": "1"})
     assert not at.exception and not at.dataframe

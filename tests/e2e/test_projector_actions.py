@@ -1,6 +1,6 @@
 """On a 1280×720 projector, Train and Next token: the result of a click on screen with the button that made it,
-numbers that stay put once training stops, a true next word cleared with the text it was chosen for, and a key
-table readable at the back."""
+numbers that stay put once training stops, a true next word cleared with the text it was chosen for, a text typed
+and continued in one click, and a key table readable at the back."""
 
 import io
 import math
@@ -234,4 +234,21 @@ def test_next_tokens_key_table_is_body_text_size_in_presentation_mode(projector,
     ids = table.locator("tbody tr").evaluate_all(
         "rows => rows.slice(0, 3).map(r => [...r.querySelectorAll('td')].map(c => c.innerText.trim()))")
     assert [int(row[2].replace(",", "")) for row in ids] == top  # rank, token, id: the model's own top three
+    assert_no_error(projector)
+
+
+def test_a_text_typed_then_append_clicked_at_once_continues_the_typed_text(projector, server, bundled):
+    """A teacher types a sentence and clicks Append straight away: the click commits the box and lands on the
+    button drawn for the old text. The typed sentence is continued; it was replaced by the old text continued."""
+    typed = "My favourite animal is the"
+    greedy = int(next_token_logits(bundled, typed).logits.argmax())
+    projector.goto(f"{server}/next-token")
+    settle(projector)
+    projector.get_by_label("The beginning of a text").fill(typed)  # typed, not committed: no Ctrl+Enter, no blur
+    projector.get_by_role("button", name="Append the greedy token, ␣Paris").click()
+    expect(projector.get_by_label("The beginning of a text")).to_have_value(typed + bundled.tokenizer.decode([greedy]),
+                                                                           timeout=120_000)
+    settle(projector)
+    expect(projector.locator(".st-key-next-generated")).to_contain_text(
+        f"Appended {readable_token(bundled.tokenizer, greedy)} (greedy).")
     assert_no_error(projector)
