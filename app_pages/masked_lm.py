@@ -90,6 +90,12 @@ if mode == RANDOM:
                "positions in the two texts.")
 
 
+def force_one_mask() -> None:
+    """The button's callback: the text in the box at the click gets one masked position. Not this run's text: a
+    text typed as the button is clicked is the one meant (the click lands on the last run's button)."""
+    st.session_state["mlm_force_one"] = st.session_state["mlm_text"]
+
+
 def masked_at_random():
     """BERT's pre-training masking: the selection rate, the seed and the 80/10/10 split."""
     left, middle, right = st.columns(3)
@@ -109,7 +115,7 @@ def masked_at_random():
                            keep_original_prob=kept_share / 100, min_selected=1 if force_one else 0)
     except NothingSelected as problem:
         show_problem(problem)
-        st.button("Mask one position", on_click=lambda: st.session_state.update(mlm_force_one=text))
+        st.button("Mask one position", on_click=force_one_mask)
         stop_page()
 
 

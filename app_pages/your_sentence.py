@@ -250,7 +250,7 @@ if result.truncated_from:
         f"The text has {result.truncated_from:,} tokens; only the first {len(result.tokens):,} are scored "
         f"({length_limit(loaded.model)[1]}). The cut comes after: {' '.join(result.tokens[-5:])}"))
 # a browser that joined a class (the join page, in this session) sends this text with the loss shown above
-live.send_sentence_button(text, result.loss, [(row.target_token, row.nll) for row in result.rows])
+live.send_sentence_button(text, result.loss, [(row.target_token, row.nll) for row in result.rows], "text")
 
 st.subheader("1. The tokens the model reads")
 st.markdown(" ".join(f":gray-background[{escape_markdown(t)}]" for t in result.tokens))

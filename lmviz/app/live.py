@@ -64,6 +64,7 @@ PROBLEM = "live-problem"  # session state: a sentence a button's callback left f
 SEND_SENTENCE = "Send my sentence to the room"
 SENTENCE_BOX = "live-sentence"  # the join page's box for a sentence
 SENTENCE_PENDING = "live-sentence-pending"  # session state: the join page's sentence, to score and send in this run
+SEND_ASKED = "live-send-asked"  # session state: the text in Your sentence's box when Send was clicked
 SENTENCE_SAID = "live-sentence-said"  # session state: (kind, sentence) of the last sentence sent or refused
 SENTENCE_SENT = "live-sentence-sent"  # session state: the last sentence this browser sent from the join page
 SENTENCES_VIEW = "live-sentences"  # the room's sentences on the teacher's page (CSS class st-key-live-sentences)
@@ -605,20 +606,31 @@ def phone_session() -> tuple[str, str] | None:
     return (code, token) if code and token and live_on() else None
 
 
-def send_sentence_button(sentence: str, loss: float, tokens: list[tuple[str, float]]) -> None:
+def send_sentence_button(sentence: str, loss: float, tokens: list[tuple[str, float]], box: str) -> None:
     """On Your sentence, in a browser that joined a class: "Send my sentence to the room", with the page's text,
-    the loss the page shows (its own scorer's) and each predicted token's -log p. Nothing for anyone else."""
+    the loss the page shows (its own scorer's) and each predicted token's -log p. Nothing for anyone else.
+
+    The click only notes the text in ``box`` (the key of the text box the sentence is read from); this run, which
+    has scored that text, sends it. A phone that types and taps Send at once taps the button drawn for the text
+    before: sent from the click, that text and its loss went to the room instead of the one typed."""
     joined = phone_session()
     if joined is None:
         said_sentence()  # the class ended as this browser sent: said, and the button gone
         return
     code, token = joined
     with st.container(border=True, key="live-send-sentence"):
-        st.button(SEND_SENTENCE, icon=":material/send:", on_click=_send_sentence,
-                  args=(code, token, sentence, loss, tokens))
+        st.button(SEND_SENTENCE, icon=":material/send:", on_click=_ask_to_send, args=(box,))
         st.caption(f"To the class {code}: its loss joins the room's numbers at once, and its text shows on the "
                    f"projector only if your teacher approves it (at most {MAX_SENTENCE} characters).")
+        if st.session_state.pop(SEND_ASKED, None) == sentence:
+            _send_sentence(code, token, sentence, loss, tokens)
+            if phone_session() is None:  # the class has ended: the button goes with the sentence that says so
+                st.rerun()
         said_sentence()
+
+
+def _ask_to_send(box: str) -> None:
+    st.session_state[SEND_ASKED] = st.session_state.get(box)
 
 
 def _send_sentence(code: str, token: str, sentence: str, loss: float | None,

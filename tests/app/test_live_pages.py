@@ -527,6 +527,21 @@ def test_your_sentence_sends_the_pages_text_and_loss_to_the_room_and_each_refusa
     assert store.sentences(code, approved_only=False) == []  # deleted when the room closed
 
 
+def test_a_sentence_typed_and_sent_at_once_is_the_one_the_room_gets_with_its_own_loss(store):
+    """A phone types and taps Send at once: the tap commits the box and lands on the button drawn for the text
+    before. The room gets the sentence typed, with the loss the page shows for it (it got the text before)."""
+    code = store.open_room()
+    at = joined_your_sentence(store, code)
+    at.text_area(key="text").input(SENTENCE)
+    button(at, live.SEND_SENTENCE).click().run()
+    assert not at.exception and not at.warning
+    (sent,) = store.sentences(code, approved_only=False)
+    assert sent.sentence == SENTENCE and at.text_area(key="text").value == SENTENCE
+    assert fmt(sent.loss) == metric(at, "Loss: mean(-log p)")
+    at.run()  # a later run sends nothing more
+    assert len(store.sentences(code, approved_only=False)) == 1 and not at.warning
+
+
 def test_your_sentence_has_no_send_button_for_a_browser_in_no_class(store):
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()

@@ -355,8 +355,9 @@ def test_masked_lm_page_bad_inputs():
     at.slider(key="mlm_rate").set_value(0.0).run()
     assert not at.exception
     assert any("No position was selected" in w.value for w in at.warning)
+    at.text_area(key="mlm_text").input("bob")  # typed as the button is clicked: the text in the box is masked
     [b for b in at.button if b.label == "Mask one position"][0].click().run()
-    assert not at.exception and at.metric
+    assert not at.exception and at.metric and not any("No position was selected" in w.value for w in at.warning)
     # 95 % [MASK] + 10 % random cannot be: random is cut to the 5 % left, said next to the inputs, and the page
     # still shows its result (before, any single edit blanked the page with an error)
     at.number_input(key="mlm_share_0").set_value(95).run()
