@@ -51,6 +51,8 @@ def typed(box: TextBox):
 # Boxes reached another way than by typing into them alone; every other registered box is typed into.
 # your-sentence from a link and train are driven by their own tests below, with what they need around the text.
 BY_OTHER_MEANS = {"your-sentence from a link", "train alone", "train among ordinary text"}
+
+
 def small_group_on_grpo(at: AppTest, text: str):
     """The prompt typed with a group of 2 answers of 4 tokens and one update: every case samples a group and takes a
     step (three updates took twice as long, and tell no more of how the prompt is read)."""
@@ -62,6 +64,8 @@ def small_group_on_grpo(at: AppTest, text: str):
 
 SPECIAL = {"batches": lambda at, text: at.text_area(key="batch_text").input(text[:1000] + "\nThe cat sat."),
            "grpo prompt": small_group_on_grpo}
+
+
 def compared(at: AppTest) -> list[str]:
     return [m.value for m in at.metric if m.label == COMPARED]
 
