@@ -62,8 +62,23 @@ def small_group_on_grpo(at: AppTest, text: str):
     at.text_input(key="grpo_prompt").input(text[:500])
 
 
+def in_one_step(fill):
+    """``fill`` on One step of learning with one step, not the page's three: every case still takes a step, and the
+    later steps tell no more of how the text is read (three took about three times as long)."""
+    def fill_for_one_step(at: AppTest, text: str):
+        at.number_input(key="step_count").set_value(1)
+        fill(at, text)
+    return fill_for_one_step
+
+
 SPECIAL = {"batches": lambda at, text: at.text_area(key="batch_text").input(text[:1000] + "\nThe cat sat."),
            "grpo prompt": small_group_on_grpo}
+ONE_STEP = {"gradient-step"}  # One step of learning's own box; its other text's box is in SECOND_BOXES
+
+
+def how_to_fill(surface: str, box: TextBox):
+    fill = SPECIAL.get(surface, typed(box))
+    return in_one_step(fill) if surface in ONE_STEP else fill
 
 
 def compared(at: AppTest) -> list[str]:
@@ -75,6 +90,10 @@ def moved_by_the_step(at: AppTest) -> list[str]:
     return [m.value for m in at.markdown if "never learnt, went" in m.value]
 
 
+def typed_as_the_other_text(at: AppTest, text: str):
+    at.text_input(key="step_other").input(text[:1000])
+
+
 # the boxes of a second text (the "Compare with another version" boxes; One step of learning's other text):
 # "scored" is what the page shows of it ("scored, warned": under the sentence that the BERT does not know most of
 # the second version's words), "sentence" one sentence in its place; either way the first text's result stays on
@@ -82,10 +101,9 @@ def moved_by_the_step(at: AppTest) -> list[str]:
 SECOND_BOXES = {"your-sentence compare": ("app_pages/your_sentence.py", second_version_on_your_sentence, compared),
                 "masked-lm compare": ("app_pages/masked_lm.py", second_version_on_masked_lm, compared),
                 "gradient-step other": ("app_pages/gradient_step.py",
-                                        lambda at, text: at.text_input(key="step_other").input(text[:1000]),
-                                        moved_by_the_step)}
+                                        in_one_step(typed_as_the_other_text), moved_by_the_step)}
 # every other box of every registered lesson: (its page, how the test fills it)
-TEXT_PAGES = {surface: (lesson.page, SPECIAL.get(surface, typed(box)))
+TEXT_PAGES = {surface: (lesson.page, how_to_fill(surface, box))
               for lesson in PATH for box in lesson.text_boxes for surface in box.surfaces
               if surface not in BY_OTHER_MEANS and surface not in SECOND_BOXES}
 COMPARED = "Difference: second − first"  # the comparison's own metric
