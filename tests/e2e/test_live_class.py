@@ -38,20 +38,22 @@ def answered(tab) -> str:
     return tab.get_by_text(re.compile(r"^\d+ of \d+ answered$")).first.inner_text()
 
 
-def send(phone, given: str, question_id: int) -> None:
-    """An answer typed (or picked) in the form of the question asked (its container's key names the question: a
-    second vote's form replaces the first's, and a box filled just before the poll drew the new form would be lost
-    with the old one), left a poll's time before Send, as a student takes theirs."""
-    form = phone.locator(f".st-key-live-asked-{question_id}")
+def send(phone, given: str, asked) -> None:
+    """An answer typed (or picked) in the form of the question asked (the store's: its container's key names the
+    question, so a second vote's form replaces the first's, and a box filled just before the poll drew the new form
+    would be lost with the old one), left a poll's time before Send, as a student takes theirs."""
+    form = phone.locator(f".st-key-live-asked-{asked.id}")
     expect(form).to_be_visible(timeout=POLL_MS)
-    # The form's Send button comes last: once it is drawn, so is the box or the choices (on a loaded runner the box
-    # was looked for before it was drawn, and the test then looked for the number among choices there were not)
-    expect(form.get_by_role("button", name="Send", exact=True)).to_be_visible(timeout=POLL_MS)
-    box = form.get_by_label("Your answer (a number)")
-    if box.count():
-        box.fill(given)
+    # Waited for as the question's kind says, not guessed from what is drawn: on a loaded runner the form's Send
+    # button was on screen and its number box not yet, and the test looked for the number among choices
+    if asked.question.choices:
+        choice = form.get_by_text(given, exact=True)
+        expect(choice).to_be_visible(timeout=POLL_MS)
+        choice.click()
     else:
-        form.get_by_text(given, exact=True).click()
+        box = form.get_by_label("Your answer (a number)")
+        expect(box).to_be_visible(timeout=POLL_MS)
+        box.fill(given)
     phone.wait_for_timeout(2500)  # the page polls meanwhile: what was typed must survive it
     # On a loaded machine a poll can redraw the form just as the click lands: the button is looked up again, and
     # the click tried again, up to three times within the usual 30 s
@@ -115,7 +117,7 @@ def test_a_room_on_a_projector_and_two_phones(new_tab, live_server):
     for phone, given in zip(phones, [f"{asked.question.answer:.5f}", "2"]):
         expect(phone.get_by_text(asked.question.ask)).to_be_visible(timeout=POLL_MS)
         assert phone.evaluate(SIDEWAYS) <= 0
-        send(phone, given, asked.id)
+        send(phone, given, asked)
     phones[0].screenshot(path=str(ARTIFACTS / "live-class-phone.png"))
     expect(projector.get_by_text("2 of 2 answered")).to_be_visible(timeout=POLL_MS)
     projector.get_by_role("button", name="Reveal").click()
@@ -143,7 +145,7 @@ def test_a_room_on_a_projector_and_two_phones(new_tab, live_server):
     second = store.current(code)
     for phone, given in zip(phones, [f"{asked.question.answer:.5f}", "0.69"]):
         expect(phone.get_by_text("second vote", exact=False)).to_be_visible(timeout=POLL_MS)
-        send(phone, given, second.id)
+        send(phone, given, second)
     for token, given in zip(others, ("0.69", "0.7", "2")):
         store.answer(second.id, token, given)
     expect(projector.get_by_text("5 of 5 answered")).to_be_visible(timeout=POLL_MS)

@@ -76,7 +76,7 @@ def test_a_phone_on_one_replica_and_the_projector_on_the_other_share_the_room(ne
     ask.click()
     expect(projector.get_by_text("0 of 1 answered")).to_be_visible(timeout=POLL_MS)
     asked = store.current(code)
-    send(phone, f"{asked.question.answer:.5f}", asked.id)
+    send(phone, f"{asked.question.answer:.5f}", asked)
     expect(projector.get_by_text("1 of 1 answered")).to_be_visible(timeout=POLL_MS)
     assert answered(projector) == f"{store.aggregate(asked.id).answered} of {store.room(code).participants} answered"
     for tab in (projector, phone):
