@@ -36,8 +36,8 @@ def test_three_students_changing_the_seed_at_once_each_see_their_place_then_thei
     contexts = [browser.new_context(viewport={"width": 1280, "height": 720}) for _ in SEEDS]
     tabs = [context.new_page() for context in contexts]
     try:
-        for tab in tabs:
-            tab.goto(f"{one_step_server}/grpo")
+        for tab in tabs:  # one update, not three: the queue and the groups are the point, and the group is the same
+            tab.goto(f"{one_step_server}/grpo?grpo_updates=1")
         for tab in tabs:
             settle(tab, timeout=BOUND_S * 1000)
         for tab, seed in zip(tabs, SEEDS):  # typed one after the other, as fast as a browser can
@@ -59,6 +59,7 @@ def test_three_students_changing_the_seed_at_once_each_see_their_place_then_thei
         for tab, seed in zip(tabs, SEEDS):
             expect(metric(tab, "Rewarded answers")).to_have_text(expected[seed])
             expect(tab.get_by_role("spinbutton", name="Seed", exact=True)).to_have_value(str(seed))
+            expect(tab.get_by_role("spinbutton", name="Updates μ", exact=True)).to_have_value("1")
             assert_no_error(tab)
     finally:
         for context in contexts:
