@@ -25,6 +25,8 @@ they close (``sweep``). No limit is by IP address, since a whole school shares o
 from __future__ import annotations
 
 import csv
+import hashlib
+import hmac
 import io
 import json
 import math
@@ -270,6 +272,11 @@ SCHEMA = (
         sentence_id BIGINT NOT NULL REFERENCES live_sentences (id) ON DELETE CASCADE,
         label TEXT NOT NULL,
         loss DOUBLE PRECISION NOT NULL)""",
+    # the hash of the secret that makes a browser a room's teacher (lmviz.app.live_access): never the secret, so
+    # that the database alone runs no room; its own table, so that a database made before it gains it
+    """CREATE TABLE IF NOT EXISTS live_teachers (
+        room TEXT PRIMARY KEY REFERENCES live_rooms (code) ON DELETE CASCADE,
+        secret_hash TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS live_questions_room ON live_questions (room, number)",
     "CREATE INDEX IF NOT EXISTS live_sentence_tokens_sentence ON live_sentence_tokens (sentence_id)",
     "CREATE INDEX IF NOT EXISTS live_sentences_room ON live_sentences (room, participant)",
@@ -473,8 +480,9 @@ class Store:
 
     # rooms
 
-    def open_room(self, now: float | None = None) -> str:
-        """A new room's join code. The sweep runs first, so that rooms left idle do not count against the limit."""
+    def open_room(self, now: float | None = None, teacher_secret: str | None = None) -> str:
+        """A new room's join code. The sweep runs first, so that rooms left idle do not count against the limit.
+        ``teacher_secret``: what makes a browser this room's teacher (``is_teacher``); its hash is kept."""
         now = _now(now)
         with self._db.transaction(write=True) as tx:
             self._serialise(tx)
@@ -488,7 +496,33 @@ class Store:
                 if tx.one("SELECT 1 FROM live_rooms WHERE code = ?", (code,)) is None:
                     tx.run("INSERT INTO live_rooms (code, opened_at, last_active) VALUES (?, ?, ?)",
                            (code, now, now))
+                    if teacher_secret is not None:
+                        tx.run("INSERT INTO live_teachers (room, secret_hash) VALUES (?, ?)",
+                               (code, _secret_hash(teacher_secret)))
                     return code
+
+    def is_teacher(self, code: str, secret: str | None) -> bool:
+        """Whether ``secret`` is the one the open room ``code`` was opened with."""
+        if not secret or not code:
+            return False
+        with self._db.transaction(write=False) as tx:
+            row = tx.one("SELECT t.secret_hash FROM live_teachers t JOIN live_rooms r ON r.code = t.room "
+                         "WHERE t.room = ? AND r.closed_at IS NULL", (code,))
+        return row is not None and hmac.compare_digest(row[0], _secret_hash(secret))
+
+    def room_states(self, codes: Sequence[str]) -> dict[str, tuple]:
+        """For each of the rooms ``codes`` still kept, in one read: whether it is open, and its current question's
+        id and whether that is open. What a phone shows changes only when this does (lmviz.app.live_push)."""
+        if not codes:
+            return {}
+        marks = ", ".join("?" * len(codes))
+        with self._db.transaction(write=False) as tx:
+            rows = tx.all("SELECT r.code, r.closed_at IS NULL, q.id, q.closed_at IS NULL FROM live_rooms r "
+                          "LEFT JOIN live_questions q "
+                          "ON q.id = (SELECT MAX(id) FROM live_questions WHERE room = r.code) "
+                          f"WHERE r.code IN ({marks})", tuple(codes))
+        return {code: (bool(open_), question, None if question is None else bool(asked_open))
+                for code, open_, question, asked_open in rows}
 
     def room(self, code: str) -> Room | None:
         with self._db.transaction(write=False) as tx:
@@ -757,6 +791,10 @@ class Store:
                           "JOIN live_sentences s ON s.id = t.sentence_id WHERE s.room = ? AND s.approved "
                           "GROUP BY t.label ORDER BY MAX(t.loss) DESC, t.label LIMIT ?", (code, limit))
         return [Surprise(label, loss, count) for label, loss, count in rows]
+
+
+def _secret_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def check_sentence(sentence: str | None) -> str:

@@ -215,6 +215,19 @@ def test_a_closed_question_refuses_and_keeps_what_was_sent(store):
     assert store.my_answer(asked.id, token) == "cat"
 
 
+def test_an_answer_read_open_but_closed_before_its_write_is_refused_and_not_stored(store, monkeypatch):
+    """The moment the answer's SQL guard is for: the phone's read of the question found it open, and the teacher
+    closed it before the phone's write. The stale read is made exactly that, so only the guard can refuse."""
+    _, (token,), asked = room_with(store, 1)
+    read_while_open = store.asked(asked.id)
+    store.close_question(asked.id, now=T0 + 5)
+    monkeypatch.setattr(store, "asked", lambda question_id: read_while_open)
+    with pytest.raises(QuestionClosed) as raised:
+        store.answer(asked.id, token, "cat", now=T0 + 6)
+    assert "just closed" in one_sentence(raised.value)
+    assert store.my_answer(asked.id, token) is None and stored_answers(store) == 0
+
+
 def test_what_is_not_an_answer_gets_the_quizs_sentence_and_is_not_stored(store):
     _, (token,), asked = room_with(store, 1, TYPED)
     for given in ("", "   ", "abc", "1e999", None):
@@ -226,6 +239,38 @@ def test_what_is_not_an_answer_gets_the_quizs_sentence_and_is_not_stored(store):
         store.answer(picked.id, token, "dog", now=T0)
     one_sentence(raised.value)
     assert stored_answers(store) == 0
+
+
+def test_a_room_is_run_by_the_secret_it_was_opened_with_and_by_nothing_else(store):
+    code = store.open_room(now=T0, teacher_secret="the-teachers-own-secret-0123")
+    other = store.open_room(now=T0, teacher_secret="another-teachers-secret-4567")
+    assert store.is_teacher(code, "the-teachers-own-secret-0123")
+    for wrong in (None, "", code, "another-teachers-secret-4567", "the-teachers-own-secret-012"):
+        assert not store.is_teacher(code, wrong)
+    assert not store.is_teacher(store.open_room(now=T0), code)  # a room opened without a secret: nobody's
+    with store._db.transaction(write=False) as tx:  # the database keeps a hash, never the secret
+        kept = [row[0] for row in tx.all("SELECT secret_hash FROM live_teachers")]
+    assert len(kept) == 2 and not {"the-teachers-own-secret-0123", "another-teachers-secret-4567"} & set(kept)
+    store.close_room(code, now=T0 + 1)
+    assert not store.is_teacher(code, "the-teachers-own-secret-0123") and store.is_teacher(
+        other, "another-teachers-secret-4567")
+
+
+def test_the_rooms_states_change_exactly_when_what_a_phone_shows_does(store):
+    code, (token,), asked = room_with(store, 1)
+    empty = store.open_room(now=T0)
+    states = store.room_states([code, empty, "NONE2"])
+    assert states == {code: (True, asked.id, True), empty: (True, None, None)}
+    store.answer(asked.id, token, "cat", now=T0 + 1)
+    store.reveal(asked.id)
+    assert store.room_states([code])[code] == states[code]  # an answer or Reveal changes no phone's page
+    store.close_question(asked.id, now=T0 + 2)
+    assert store.room_states([code])[code] == (True, asked.id, False)
+    again = store.ask_again(asked.id, now=T0 + 3)
+    assert store.room_states([code])[code] == (True, again.id, True)
+    store.close_room(code, now=T0 + 4)
+    assert store.room_states([code])[code] == (False, again.id, False)
+    assert store.room_states([]) == {}
 
 
 def test_a_phone_not_in_the_room_is_refused(store):
