@@ -7,14 +7,14 @@ import contextlib
 
 import streamlit as st
 
-from lmviz.app import live, url_state
+from lmviz.app import live, live_access, url_state
 from lmviz.app.chrome import PageStopped, first_drawing, hide_numbers_switch, page_style, presentation_switch
 from lmviz.app.path import land_at_top, lesson_footer, lesson_header
 from lmviz.app.warm import warm_start
 from lmviz.course.registry import PATH
 
 st.set_page_config(page_title="lmviz — how LM training losses are computed", page_icon="📉", layout="wide")
-live.take_teacher_key()  # a link's teacher key leaves the address bar before anything is drawn: the room sees it
+live_access.take_links()  # a teacher key or secret in a link leaves the address bar before anything is drawn
 
 # The pages live in app_pages/, not pages/: Streamlit treats a folder named pages/ next to the entry
 # script as an old-style multipage app until st.navigation has run once, so the very first visit

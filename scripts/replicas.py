@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
-from scripts.live_server import ROOT, free_port, running_server
+from lmviz.app.live_access import PUBLIC_URL_VARIABLE
+from scripts.live_server import ROOT, environment_set, free_port, running_server
 
 TEMPLATE = ROOT / "deploy" / "haproxy" / "haproxy.cfg.template"
 COOKIE = "LMVIZ_REPLICA"  # HAProxy's affinity cookie: the name of the replica a browser's session lives on
@@ -99,14 +100,16 @@ def running_replicas(count: int, logs: Path, affinity: bool = True, port: int | 
         raise RuntimeError("haproxy is not installed (apt-get install haproxy)")
     logs.mkdir(parents=True, exist_ok=True)
     names = [f"r{i}" for i in range(1, count + 1)]
+    front, stats = f"127.0.0.1:{port or free_port()}", f"127.0.0.1:{free_port()}"
     with contextlib.ExitStack() as stack:
         stops = {name: stack.enter_context(contextlib.ExitStack()) for name in names}
-        # Started side by side: no replica waits for another's start-up.
-        with ThreadPoolExecutor(count) as pool:
+        # Started side by side: no replica waits for another's start-up. Each is told the address the browsers
+        # reach it at, HAProxy's (LMVIZ_PUBLIC_URL): the live class's join link and QR code carry it, and a server
+        # with a public address asks for the teacher key (lmviz.app.live_access).
+        with ThreadPoolExecutor(count) as pool, environment_set({PUBLIC_URL_VARIABLE: f"http://{front}"}):
             started = [pool.submit(stops[name].enter_context, running_server(logs / f"replica-{name}.log"))
                        for name in names]
-        replica_urls = {name: future.result() for name, future in zip(names, started)}
-        front, stats = f"127.0.0.1:{port or free_port()}", f"127.0.0.1:{free_port()}"
+            replica_urls = {name: future.result() for name, future in zip(names, started)}
         config = logs / "haproxy.cfg"
         config.write_text(render_config(front, {name: url.removeprefix("http://") for name, url in
                                                 replica_urls.items()}, stats, affinity))

@@ -16,7 +16,6 @@ the join page only when one is sent."""
 
 from __future__ import annotations
 
-import hmac
 import html
 import ipaddress
 import math
@@ -27,7 +26,10 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from lmviz.app.chrome import PageStopped, chart_font_px, hide_numbers, presenting, text_table
+from lmviz.app import live_access as access
+from lmviz.app import live_push
+from lmviz.app.chrome import PageStopped, chart_font_px, hide_numbers, numbers_hidden, presenting, text_table
+from lmviz.app.live_access import OFF, PUBLIC_URL_VARIABLE, live_on, opening_refusal
 from lmviz.app.problems import show_problem
 from lmviz.core.numbers import fmt
 from lmviz.core.text import escape_markdown, quotable
@@ -47,20 +49,18 @@ from lmviz.live.store import (
     check_sentence,
     store_url,
 )
-from lmviz.models.settings import allowed_models
 
 POLL_S = 2  # how often the projector and the phones read the store: an answer shows on the projector within it
 NOBODY_AFTER_S = 60  # a room with no phone after this long gets the sentence on client isolation
-LIVE_VARIABLE, KEY_VARIABLE, PUBLIC_URL_VARIABLE = "LMVIZ_LIVE", "LMVIZ_LIVE_KEY", "LMVIZ_PUBLIC_URL"
-KEY_PARAM, ROOM_PARAM, TOKEN_PARAM = "key", "room", "p"  # in links: the teacher key, a room's code, a phone's token
-TEACHING_PARAM = "teaching"  # in a teacher's links: the room this browser runs (a phone's link has ROOM_PARAM)
+ROOM_PARAM, TOKEN_PARAM = "room", "p"  # in a phone's links: a room's code, the phone's token
+TEACHING_PARAM = "teaching"  # in a teacher's links: the room this browser runs, if it holds the room's secret
 JOIN_PATH = "join"  # the join page's url path (app.py)
 ROOM_KEY = "live-room"  # session state: the code of the room this (the teacher's) session runs
-TEACHER_KEY = "live-teacher-key"  # session state: the teacher key a link brought
 PHONE_ROOM, PHONE_TOKEN = "live-phone-room", "live-phone-token"  # session state: the phone's room and its token
 LINK_TRIED = "live-link-tried"  # session state: the join link's code has been tried (its sentence said once)
 QUESTION_VIEW = "live-question"  # the container of a question's answers (CSS class st-key-live-question)
 PROBLEM = "live-problem"  # session state: a sentence a button's callback left for the run it starts
+NUMBERS_CHANGED = "live-numbers-changed"  # session state: a lesson page's numbers were hidden or shown by a button
 SEND_SENTENCE = "Send my sentence to the room"
 SENTENCE_BOX = "live-sentence"  # the join page's box for a sentence
 SENTENCE_PENDING = "live-sentence-pending"  # session state: the join page's sentence, to score and send in this run
@@ -70,11 +70,6 @@ SENTENCE_SENT = "live-sentence-sent"  # session state: the last sentence this br
 SENTENCES_VIEW = "live-sentences"  # the room's sentences on the teacher's page (CSS class st-key-live-sentences)
 QUEUE = "live-sentence-queue"  # the approval queue's expander
 QUEUE_LABEL = "Sentences waiting for your approval (not for the projector)"
-# Behind these, the request came through a proxy: the visitor may be anywhere (lmviz.app.choosers reads the same)
-PROXY_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-Ip")
-
-OFF = ("The live class is turned off on this server (LMVIZ_LIVE=off): the lessons and their questions work as "
-       "always.")
 TEACHER_INTRO = (
     "Open a room, and the class joins it on their phones with the code or the QR code: nobody types a name. Then "
     "press **Ask the room** beside any check-yourself question on a lesson's page: every phone shows that question, "
@@ -83,10 +78,6 @@ TEACHER_INTRO = (
     "**Ask again** opens a second vote on the same question, for after the room has argued it out in pairs (peer "
     "instruction); **Close** ends the answering. The room can also send you sentences, from Your sentence or from "
     "the join page: their numbers show here at once, and a sentence's text only once you approve it.")
-
-
-def live_on() -> bool:
-    return os.environ.get(LIVE_VARIABLE, "").strip().lower() not in ("off", "0", "false", "no")
 
 
 @st.cache_resource(show_spinner=False)
@@ -100,69 +91,24 @@ def live_store() -> Store:
     return _store(store_url())
 
 
-# Who may run a room
-
-def take_teacher_key() -> None:
-    """A link's ?key= moved into the session and out of the address bar at once, before anything is drawn: the
-    projector shows the address bar to the whole room."""
-    if KEY_PARAM in st.query_params:
-        st.session_state[TEACHER_KEY] = st.query_params[KEY_PARAM]
-        del st.query_params[KEY_PARAM]
-
-
-def is_public() -> bool:
-    """Whether this browser may be anyone's: a deployment that names its models (LMVIZ_ALLOWED_MODELS, lmviz's
-    public setting), a request through a proxy, or a browser on another computer than the server's. Only a browser
-    on the server's own computer (the teacher's laptop, on loopback) is whoever is at its keyboard."""
-    proxied = any(header in st.context.headers for header in PROXY_HEADERS)
-    return allowed_models() is not None or proxied or _remote(st.context.ip_address)
-
-
-def _remote(address) -> bool:
-    """Whether a browser's address is another computer's. Streamlit gives None for loopback; an address that is not
-    text (Streamlit's own AppTest has no client) is no other computer's."""
-    if not isinstance(address, str):
-        return False
-    try:
-        ip = ipaddress.ip_address(address.split("%")[0])
-    except ValueError:
-        return True
-    return not (ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback))
-
-
-def teacher_refusal() -> str | None:
-    """None when this browser may open and run a room; else the sentence that says why not and what to do."""
-    if not live_on():
-        return OFF
-    if not is_public():
-        return None
-    expected = os.environ.get(KEY_VARIABLE, "")
-    if not expected:
-        return ("Only the computer lmviz runs on can open a room here, since this server has no teacher key: open "
-                "this page there, or set LMVIZ_LIVE_KEY on the server and add ?key= and the key to this page's "
-                "address.")
-    given = st.session_state.get(TEACHER_KEY)
-    if given and hmac.compare_digest(given.encode(), expected.encode()):
-        return None
-    if given:
-        return "That teacher key is not this server's: open this page again with ?key= and the key in LMVIZ_LIVE_KEY."
-    return ("Opening a room on this server takes the teacher key: add ?key= and the key (LMVIZ_LIVE_KEY) to this "
-            "page's address; it leaves the address bar at once.")
-
+# The teacher's room (who may open and run one: lmviz.app.live_access)
 
 def teacher_room() -> str | None:
     """The code of the open room this session runs, if any, kept in the page's link (?teaching=) so that a reload of
-    any page, which starts a new session, finds it again: a new session adopts the link's room if it may run one.
-    A room that has ended (closed, or by the sweep) is forgotten. No database read when neither the session nor
-    the link has a room, so that the lessons pay nothing for the live class."""
+    any page, which starts a new session, finds it again: a new session adopts the link's room only if this
+    browser holds the room's teacher secret (live_access.runs); the code alone grants nothing. A room that has
+    ended (closed, or by the sweep) is forgotten. No database read when neither the session nor the link has a
+    room, so that the lessons pay nothing for the live class."""
     code = st.session_state.get(ROOM_KEY) or st.query_params.get(TEACHING_PARAM)
-    if not code or not live_on() or (ROOM_KEY not in st.session_state and teacher_refusal() is not None):
+    if not code or not live_on():
         return None
     try:
-        room = live_store().room(code)
+        store = live_store()
+        room = store.room(code)
+        adopted = ROOM_KEY in st.session_state or (room is not None and access.runs(store, code))
     except LiveProblem:
         return None
-    if room is None or not room.is_open:
+    if room is None or not room.is_open or not adopted:
         st.session_state.pop(ROOM_KEY, None)
         if TEACHING_PARAM in st.query_params:
             del st.query_params[TEACHING_PARAM]
@@ -170,6 +116,7 @@ def teacher_room() -> str | None:
     st.session_state[ROOM_KEY] = room.code
     if st.query_params.get(TEACHING_PARAM) != room.code:
         st.query_params[TEACHING_PARAM] = room.code
+    access.remember_teacher(room.code)
     return room.code
 
 
@@ -252,9 +199,8 @@ def teacher_page() -> None:
             st.markdown(TEACHER_INTRO)
     else:
         st.markdown(TEACHER_INTRO)
-    refusal = teacher_refusal()
-    if refusal:
-        show_problem(refusal, kind="info" if not live_on() else "warning")
+    if not live_on():
+        show_problem(OFF, kind="info")
         return
     try:
         store = live_store()
@@ -263,6 +209,10 @@ def teacher_page() -> None:
         show_problem(problem)
         return
     if code is None:
+        refusal = opening_refusal()
+        if refusal:
+            show_problem(refusal, kind="warning")
+            return
         st.button("Open a room", type="primary", icon=":material/meeting_room:", on_click=_open_room)
         said_problem()
         return
@@ -273,11 +223,31 @@ def teacher_page() -> None:
     st.button("End the class", icon=":material/logout:", on_click=_end_room, args=(code,),
               help="Closes the room: the phones can no longer answer. Its results are kept for "
                    f"{store.keep_hours:g} hours, then deleted.")
+    _second_window(code)
+
+
+def _second_window(code: str) -> None:
+    """The link that makes another device this room's teacher too: it carries the room's secret, so it is folded
+    under a label that says it is not for the projector, and leaves that device's address bar once opened."""
+    base = public_base_url()
+    with st.expander("Run this class from another device too (not for the projector)",
+                     icon=":material/visibility_off:"):
+        if base is None:
+            st.caption("lmviz found no address other devices reach it at: set LMVIZ_PUBLIC_URL.")
+            return
+        secret = st.session_state.get(access.SECRET_KEY, "")
+        st.caption("Open this link on a presenter laptop or your own phone: it gets this room's controls. Whoever "
+                   "has it runs the class, so do not show it to the room. The room's code alone gives nobody "
+                   "a control.")
+        st.code(f"{base}/live-class?{urlencode({TEACHING_PARAM: code, access.SECRET_PARAM: secret})}",
+                language=None, wrap_lines=True)
 
 
 def _open_room() -> None:
+    if opening_refusal() is not None:  # a click on the button of a page drawn before the key was refused
+        return
     try:
-        st.session_state[ROOM_KEY] = live_store().open_room()
+        st.session_state[ROOM_KEY] = live_store().open_room(teacher_secret=access.new_teacher_secret())
     except LiveProblem as problem:
         st.session_state[PROBLEM] = str(problem)
 
@@ -329,7 +299,7 @@ def room_view(code: str) -> None:
         if asked.question.table:  # the lesson's page, with these numbers, is not on screen here
             with st.expander("The numbers on the lesson's page that it needs"):
                 question_table(asked.question)
-        question_view(store, asked, room)
+        question_view(store, asked, room, on_lesson_page=False)
         if link:
             _qr(link, small=True)
     sentences_view(store, code)
@@ -476,17 +446,17 @@ def asked_view(code: str) -> None:
         return
     with st.container(border=True):
         st.markdown(f"**Asked in the class {code}** (question {asked.number}).")
-        question_view(store, asked, room)
+        question_view(store, asked, room, on_lesson_page=True)
 
 
-def question_view(store: Store, asked: Asked, room: Room) -> None:
+def question_view(store: Store, asked: Asked, room: Room, on_lesson_page: bool) -> None:
     """How many answered; once revealed, how they answered (both votes side by side after a second vote); the
     buttons Reveal, Ask again and Close."""
     with st.container(key=QUESTION_VIEW):
-        _question_view(store, asked, room)
+        _question_view(store, asked, room, on_lesson_page)
 
 
-def _question_view(store: Store, asked: Asked, room: Room) -> None:
+def _question_view(store: Store, asked: Asked, room: Room, on_lesson_page: bool) -> None:
     first = _first_vote(store, asked)
     results = [r for r in (store.aggregate(first.id) if first else None, store.aggregate(asked.id)) if r]
     vote = "second vote" if asked.vote == 2 else "first vote"
@@ -511,7 +481,7 @@ def _question_view(store: Store, asked: Asked, room: Room) -> None:
         else:
             st.caption("Which answer is right is shown once you Close the question: if the room is split, let "
                        "neighbours convince each other and Ask again first.")
-    _teacher_buttons(store, asked)
+    _teacher_buttons(asked, on_lesson_page)
 
 
 def _first_vote(store: Store, asked: Asked) -> Asked | None:
@@ -553,28 +523,44 @@ def _results_chart(shown: list[Aggregate], mark_answer: bool) -> None:
                     config={"displayModeBar": False})
 
 
-def _teacher_buttons(store: Store, asked: Asked) -> None:
-    """Each button's change is made, then the whole page runs again: Close also shows the page's numbers again."""
+def _teacher_buttons(asked: Asked, on_lesson_page: bool) -> None:
+    """Each button's change is made in its callback, and then only the live panel runs again (a fragment's button),
+    not the lesson page under it, which takes seconds on a busy server. On a lesson's page the whole page runs
+    again where its pinned numbers must change: Ask again hides them, and Close shows them again."""
     buttons = st.columns(3)
-    if not asked.revealed and buttons[0].button("Reveal", key=f"live-reveal-{asked.id}", icon=":material/bar_chart:",
-                                                help="Shows how the room answered, to the room."):
-        store.reveal(asked.id)
-        st.rerun()
-    if asked.vote == 1 and buttons[1].button(
-            "Ask again", key=f"live-again-{asked.id}", icon=":material/replay:",
-            help="A second vote on the same question, counted apart: after the room has talked it over in pairs."):
-        try:
-            store.ask_again(asked.id)
-        except LiveProblem as problem:
-            st.session_state[PROBLEM] = str(problem)
-        hide_numbers()
-        st.rerun()
-    if asked.is_open and buttons[2].button("Close", key=f"live-close-{asked.id}", icon=":material/block:",
-                                           help="Ends the answering; the page's numbers show again."):
-        store.close_question(asked.id)
-        hide_numbers(False)
-        st.rerun()
+    if not asked.revealed:
+        buttons[0].button("Reveal", key=f"live-reveal-{asked.id}", icon=":material/bar_chart:",
+                          on_click=_reveal, args=(asked.id,), help="Shows how the room answered, to the room.")
+    if asked.vote == 1:
+        buttons[1].button("Ask again", key=f"live-again-{asked.id}", icon=":material/replay:", on_click=_ask_again,
+                          args=(asked.id, on_lesson_page),
+                          help="A second vote on the same question, counted apart: after the room has talked it "
+                               "over in pairs.")
+    if asked.is_open:
+        buttons[2].button("Close", key=f"live-close-{asked.id}", icon=":material/block:", on_click=_close,
+                          args=(asked.id, on_lesson_page), help="Ends the answering; the page's numbers show again.")
     said_problem()
+    if st.session_state.pop(NUMBERS_CHANGED, False):
+        st.rerun()  # the lesson's page, with its numbers hidden or shown again
+
+
+def _reveal(question_id: int) -> None:
+    live_store().reveal(question_id)
+
+
+def _ask_again(question_id: int, on_lesson_page: bool) -> None:
+    try:
+        live_store().ask_again(question_id)
+    except LiveProblem as problem:
+        st.session_state[PROBLEM] = str(problem)
+    hide_numbers()
+    st.session_state[NUMBERS_CHANGED] = on_lesson_page
+
+
+def _close(question_id: int, on_lesson_page: bool) -> None:
+    live_store().close_question(question_id)
+    st.session_state[NUMBERS_CHANGED] = on_lesson_page and numbers_hidden()
+    hide_numbers(False)
 
 
 # "Ask the room", beside each check-yourself question (lmviz.app.path)
@@ -665,7 +651,9 @@ def sentence_form(code: str, token: str) -> None:
     """The join page's box for a sentence, under the question: scored by the model in the run its Send starts."""
     st.divider()
     with st.form("live-sentence-form"):
-        st.text_area("Your sentence", key=SENTENCE_BOX, max_chars=MAX_SENTENCE, height=100)
+        # no max_chars: a box that cuts a paste leaves a phone with a blank box and no word why; check_sentence
+        # says how long it is instead
+        st.text_area(f"Your sentence (at most {MAX_SENTENCE} characters)", key=SENTENCE_BOX, height=100)
         st.form_submit_button(SEND_SENTENCE, icon=":material/send:", on_click=_take_sentence)
     st.caption("When your teacher asks for one: a language model reads it, and its loss joins the room's numbers; "
                "its text shows on the projector only if your teacher approves it.")
@@ -745,6 +733,7 @@ def phone_page() -> None:
     if joined is None:
         _join_form()
         return
+    access.remember_phone(*joined)
     phone_view(*joined)
     sentence_form(*joined)
 
@@ -766,8 +755,10 @@ def _joined(store: Store) -> tuple[str, str] | None:
 
 
 def _join(store: Store, typed: str, token: str | None = None) -> tuple[str, str]:
+    """Join the room, as the participant this browser already is there if it is one: the link's token (a reload),
+    else its cookie's (a second tab, a second scan of the QR code)."""
     code = normalise_code(typed)
-    token = store.join(code, token)
+    token = store.join(code, token or access.remembered_token(code))
     st.session_state[PHONE_ROOM], st.session_state[PHONE_TOKEN] = code, token
     st.query_params.update({ROOM_PARAM: code, TOKEN_PARAM: token})  # a reload keeps this phone's place and answers
     return code, token
@@ -796,15 +787,19 @@ def _forget_room() -> None:
             del st.query_params[param]
 
 
-@st.fragment(run_every=POLL_S)
+@st.fragment
 def phone_view(code: str, token: str) -> None:
-    """The question asked now, and this phone's answer to it."""
+    """The question asked now, and this phone's answer to it. No timer: the page runs again when the teacher asks,
+    closes or ends (lmviz.app.live_push), or when this phone sends (only this fragment)."""
     store = live_store()
     room, asked = store.room(code), store.current(code)
     if room is None or not room.is_open:
         show_problem(f"The class {code} has ended: thank you. To join another, type its code.")
+        live_push.forget()
         _forget_room()
         return
+    live_push.watch(live_store, code, (True, None if asked is None else asked.id,
+                                       None if asked is None else asked.is_open))
     st.caption(f"You are in the class {code}. Nobody sees who answered what.")
     if asked is None:
         st.info("The teacher's question will show here: keep this page open.", icon=":material/hourglass_top:")
@@ -817,11 +812,22 @@ def phone_view(code: str, token: str) -> None:
     mine = store.my_answer(asked.id, token)
     if asked.is_open:
         _answer_form(asked, token, mine)
-    elif mine is not None:
-        st.info(f"The teacher has closed this question. Your answer: {escape_markdown(_shown(asked, mine))}.",
-                icon=":material/lock:")
     else:
-        st.info("The teacher has closed this question: wait for the next one.", icon=":material/lock:")
+        _after_close(asked, mine)
+
+
+def _after_close(asked: Asked, mine: str | None) -> None:
+    """A closed question on the phone: this phone's answer, right or wrong, then the answer and its reason, as the
+    lesson page's "Show the answer" gives them."""
+    question = asked.question
+    if mine is None:
+        st.info("The teacher has closed this question, and this phone sent no answer to it.", icon=":material/lock:")
+    elif quiz.check(question, mine).right:
+        st.success(f"Closed. Your answer, {escape_markdown(_shown(asked, mine))}, is right.", icon=":material/check:")
+    else:
+        st.warning(f"Closed. Your answer, {escape_markdown(_shown(asked, mine))}, is not the right one.",
+                   icon=":material/close:")
+    st.info(escape_markdown(f"The answer: {question.shown_answer}. {question.reason}"), icon=":material/visibility:")
 
 
 def question_table(question: quiz.Question) -> None:

@@ -16,14 +16,30 @@ _INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 
 def _visible(text: str, shown_as: dict[str, str] = _SHOWN_AS) -> str:
     out = []
-    for ch in text:
+    for at, ch in enumerate(text):
         if ch in shown_as:
             out.append(shown_as[ch])
+        elif ch == _ZWJ and _joins_emoji(text, at):
+            out.append(ch)  # 👨‍👩‍👧 is one emoji made of three: shown whole, not as <U+200D> litter
         elif unicodedata.category(ch) in _INVISIBLE_CATEGORIES:
             out.append(f"<U+{ord(ch):04X}>")  # control, format (e.g. right-to-left override) and other invisibles
         else:
             out.append(ch)
     return "".join(out) or "∅"
+
+
+_ZWJ = "\u200d"  # the zero-width joiner, which joins emoji into one (a family, a flag with a rainbow)
+_EMOJI_BEFORE_JOINER = {"So", "Sk"}  # a pictograph, a skin tone; or U+FE0F, the emoji presentation selector
+
+
+def _joins_emoji(text: str, at: int) -> bool:
+    """Whether the joiner at ``at`` stands between two emoji, as in an emoji ZWJ sequence; anywhere else it is
+    invisible text and is shown as such."""
+    if at == 0 or at + 1 >= len(text):
+        return False
+    before, after = text[at - 1], text[at + 1]
+    return ((before == "\ufe0f" or unicodedata.category(before) in _EMOJI_BEFORE_JOINER)
+            and unicodedata.category(after) == "So")
 
 
 def quotable(text: str) -> str:
@@ -214,9 +230,16 @@ def pad_right(rows: list[list[int]], value: int) -> tuple[list[list[int]], list[
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>~:&])")
 
 
+# What GitHub-flavoured Markdown turns into a link with no Markdown around it: http://, https://, www. and an
+# e-mail's @. Streamlit's renderer finds them in the text after the escapes are read, so a backslash cannot stop it.
+_AUTOLINKED = re.compile(r"(?i)(?<=https)(?=://)|(?<=http)(?=://)|(?<=www)(?=\.)|(?=@)")
+WORD_JOINER = "\u2060"  # invisible and of no width: splits what would be linked, and is shown as nothing
+
+
 def escape_markdown(text: str) -> str:
-    """Text that st.markdown shows literally, whatever the user typed."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    """Text that st.markdown shows literally, whatever the user typed: nothing formatted, and no bare address
+    made a link (a word joiner, invisible, sits before its "://", its "." after www, or its "@")."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", _AUTOLINKED.sub(WORD_JOINER, text))
 
 
 _FORMULA_START = ("=", "+", "-", "@")

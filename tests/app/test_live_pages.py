@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lmviz.app import chrome, live
+from lmviz.app import chrome, live, live_access
 from lmviz.core.numbers import fmt
 from lmviz.core.text import escape_markdown
 from lmviz.course.quiz import NotANumber, Question, read_number
@@ -44,6 +44,26 @@ def teacher() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     return at.switch_page("app_pages/live_class.py").run()
+
+
+SECRET = "a-teachers-secret-0123456789"  # a teacher secret of the right form, for rooms a test opens itself
+
+
+def teacher_of(code: str, secret: str | None = SECRET) -> AppTest:
+    """The Live class page of a browser holding ``secret`` in its session (as a copied teacher link brings it)
+    and ?teaching=CODE in its link."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    if secret:
+        at.session_state[live_access.SECRET_KEY] = secret
+    at.query_params[live.TEACHING_PARAM] = code
+    return at.switch_page("app_pages/live_class.py").run()
+
+
+def cookies_set(at: AppTest) -> dict[str, str]:
+    """The cookies the page's script elements set (live_access.set_cookie), name to value."""
+    pairs = [re.search(r'document\.cookie = "([^=]+)=([^"]+)"', h.proto.body) for h in at.get("html")]
+    return {m.group(1): m.group(2) for m in pairs if m}
 
 
 def phone(code: str | None = None, token: str | None = None) -> AppTest:
@@ -197,10 +217,12 @@ def test_a_room_from_opening_to_the_second_vote_and_its_csv(store):
     assert csv.count(f"\n{asked.number},1,{LESSON},{QUESTION},") >= 3 and f"\n{asked.number},2," in csv
 
     # the phones see the question closed, with what they sent
+    answer = f"The answer: {asked.question.shown_answer}. {asked.question.reason}"
     phones[0].run()
-    assert "The teacher has closed this question. Your answer: 0.69315." in said(phones[0])
+    assert "Closed. Your answer, 0.69315, is right." in said(phones[0]) and answer in said(phones[0])
     phones[1].run()  # which did not answer the second vote
-    assert "The teacher has closed this question: wait for the next one." in said(phones[1])
+    assert "The teacher has closed this question, and this phone sent no answer to it." in said(phones[1])
+    assert answer in said(phones[1])
 
 
 def test_a_choice_question_is_a_radio_on_the_phone_and_its_bars_mark_the_answer(store):
@@ -247,33 +269,63 @@ def test_a_phone_shows_the_numbers_the_question_needs_as_text(store):
     assert len(at.table) == 1
 
 
-def test_a_reload_of_a_lesson_keeps_the_teachers_room(store):
-    """A reload starts a new session: the room in the lesson's link brings back its Ask buttons and the question's
-    answers; a room that has ended leaves the link; a reload that may not run a room (a public server, no key)
-    gets nothing from the link."""
+def test_a_reload_of_a_lesson_keeps_the_teachers_room_by_its_cookie_not_by_the_code(store, monkeypatch):
+    """A reload starts a new session: the room in the lesson's link (?teaching=CODE) brings back its Ask buttons
+    and the question's answers only in the browser whose cookie holds the room's secret, which the page that
+    opened the room set; the same link without it (a phone with the code off the projector) gets nothing. A room
+    that has ended leaves the link."""
     at = teacher()
     code = open_room(at)
+    secret = at.session_state[live_access.SECRET_KEY]
+    assert cookies_set(at) == {live_access.TEACHER_COOKIE + code: secret}
+    assert secret not in json.dumps(dict(at.query_params)) and store.is_teacher(code, secret)
     at.switch_page("app_pages/toy_example.py").run()
     assert at.query_params[live.TEACHING_PARAM] == code
     at.button(key=ASK).click().run()
     assert live.TEACHING_PARAM not in store.current(code).url_state  # the page's inputs, not the teacher's room
 
-    reloaded = AppTest.from_file(APP, default_timeout=60)
-    for name, value in at.query_params.items():
-        reloaded.query_params[name] = value
-    reloaded.run()
-    reloaded.switch_page("app_pages/toy_example.py").run()
-    assert reloaded.session_state[live.ROOM_KEY] == code
-    assert reloaded.button(key=ASK) and {"Reveal", "Ask again", "Close"} <= set(labels(reloaded))
+    def reloaded(browser_cookies: dict[str, str]) -> AppTest:
+        monkeypatch.setattr(live_access, "cookie", browser_cookies.get)  # what st.context.cookies would read
+        again = AppTest.from_file(APP, default_timeout=60)
+        for name, value in at.query_params.items():
+            again.query_params[name] = value
+        again.run()
+        return again.switch_page("app_pages/toy_example.py").run()
+
+    stranger = reloaded({})  # the teacher's link, typed on a phone from the projector's address bar
+    assert live.ROOM_KEY not in stranger.session_state and live.TEACHING_PARAM not in stranger.query_params
+    assert not [b for b in stranger.button if b.label in ("Ask the room", "Reveal", "Ask again", "Close")]
+    forged = reloaded({live_access.TEACHER_COOKIE + code: "not-the-secret-but-a-token-form"})
+    assert live.ROOM_KEY not in forged.session_state
+
+    teachers = reloaded({live_access.TEACHER_COOKIE + code: secret})
+    assert teachers.session_state[live.ROOM_KEY] == code
+    assert teachers.button(key=ASK) and {"Reveal", "Ask again", "Close"} <= set(labels(teachers))
 
     store.close_room(code)
-    reloaded.run()
-    assert live.ROOM_KEY not in reloaded.session_state and live.TEACHING_PARAM not in reloaded.query_params
-    assert not [b for b in reloaded.button if b.label == "Ask the room"]
+    teachers.run()
+    assert live.ROOM_KEY not in teachers.session_state and live.TEACHING_PARAM not in teachers.query_params
+    assert not [b for b in teachers.button if b.label == "Ask the room"]
 
 
-def test_a_room_in_a_link_is_no_room_for_a_browser_that_may_not_run_one(store, monkeypatch):
-    code = store.open_room()
+def test_a_second_teacher_window_joins_by_the_copied_link_and_the_secret_leaves_its_address(store):
+    at = teacher()
+    code = open_room(at)
+    secret = at.session_state[live_access.SECRET_KEY]
+    (copied,) = [c.value for e in at.expander if e.label.startswith("Run this class from another device")
+                 for c in e.code]
+    assert copied.endswith(f"/live-class?{urlencode({live.TEACHING_PARAM: code, live_access.SECRET_PARAM: secret})}")
+    second = AppTest.from_file(APP, default_timeout=60)
+    second.query_params.update({live.TEACHING_PARAM: code, live_access.SECRET_PARAM: secret})
+    second.run()
+    assert live_access.SECRET_PARAM not in second.query_params  # out of the address bar before anything is drawn
+    second.switch_page("app_pages/live_class.py").run()
+    assert second.session_state[live.ROOM_KEY] == code and "End the class" in labels(second)
+    assert cookies_set(second) == {live_access.TEACHER_COOKIE + code: secret}
+
+
+def test_the_rooms_code_in_a_link_is_no_room_and_opens_none_on_a_public_server(store, monkeypatch):
+    code = store.open_room(teacher_secret=SECRET)
     monkeypatch.setenv("LMVIZ_ALLOWED_MODELS", "bundled")  # a public server, without LMVIZ_LIVE_KEY
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params[live.TEACHING_PARAM] = code
@@ -281,6 +333,22 @@ def test_a_room_in_a_link_is_no_room_for_a_browser_that_may_not_run_one(store, m
     at.switch_page("app_pages/toy_example.py").run()
     assert not at.exception and live.ROOM_KEY not in at.session_state
     assert not [b for b in at.button if b.label == "Ask the room"]
+    on_live_page = teacher_of(code, secret=None)
+    assert not {"End the class", "Reveal", "Open a room"} & set(labels(on_live_page))
+    assert any("LMVIZ_LIVE_KEY" in s for s in said(on_live_page))
+
+
+def test_a_server_with_a_public_address_asks_for_the_key_even_on_loopback(store, monkeypatch):
+    monkeypatch.setenv("LMVIZ_PUBLIC_URL", "https://lmviz.example.org")  # what the replicas behind HAProxy have
+    at = teacher()
+    assert "Open a room" not in labels(at) and any("LMVIZ_LIVE_KEY" in s for s in said(at))
+    monkeypatch.setenv("LMVIZ_LIVE_KEY", "correct horse")
+    keyed = AppTest.from_file(APP, default_timeout=60)
+    keyed.query_params[live_access.KEY_PARAM] = "correct horse"
+    keyed.run()
+    keyed.switch_page("app_pages/live_class.py").run()
+    code = open_room(keyed)
+    assert live.join_link(code) == f"https://lmviz.example.org/join?room={code}"
 
 
 def test_a_reload_keeps_the_phones_token_and_its_answer(store):
@@ -294,6 +362,27 @@ def test_a_reload_keeps_the_phones_token_and_its_answer(store):
     assert again.session_state[live.PHONE_TOKEN] == token and store.room(code).participants == 1
     assert again.radio(key=f"live-given-{asked.id}").value == "the"
     assert "Sent — you can change it until the teacher closes the question." in said(again)
+
+
+def test_a_second_tab_or_scan_is_the_same_participant_by_its_cookie(store, monkeypatch):
+    """A phone's camera opens the QR code's link (no token in it) in a new tab: the browser's cookie, which the
+    first tab's page set, makes it the participant it already is, with its answer; a browser without it is new."""
+    code = store.open_room()
+    asked = store.ask(code, "sentence", PICKED, {})
+    first = phone(code)
+    token = first.session_state[live.PHONE_TOKEN]
+    assert cookies_set(first) == {live_access.PHONE_COOKIE + code: token}
+    answer_on(first, "the")
+    monkeypatch.setattr(live_access, "cookie", {live_access.PHONE_COOKIE + code: token}.get)
+    scanned_again = phone(code)
+    assert scanned_again.session_state[live.PHONE_TOKEN] == token and store.room(code).participants == 1
+    assert scanned_again.radio(key=f"live-given-{asked.id}").value == "the"
+    typed_again = phone()  # the code typed in the new tab instead
+    typed_again.text_input(key="live-code").set_value(code)
+    button(typed_again, "Join").click().run()
+    assert typed_again.session_state[live.PHONE_TOKEN] == token and store.room(code).participants == 1
+    monkeypatch.setattr(live_access, "cookie", {}.get)
+    assert phone(code).session_state[live.PHONE_TOKEN] != token and store.room(code).participants == 2
 
 
 def test_a_code_is_typed_on_the_join_page(store):
@@ -342,9 +431,10 @@ def test_not_a_number_and_a_closed_question_are_one_sentence_each(store):
 
 
 def test_after_a_minute_with_nobody_joined_the_page_says_what_to_do(store):
-    code = store.open_room(now=time.time() - 2 * live.NOBODY_AFTER_S)
+    code = store.open_room(now=time.time() - 2 * live.NOBODY_AFTER_S, teacher_secret=SECRET)
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
+    at.session_state[live_access.SECRET_KEY] = SECRET
     at.query_params[live.TEACHING_PARAM] = code  # a teacher's link: a reload keeps the room
     at.switch_page("app_pages/live_class.py").run()
     (sentence,) = [s for s in said(at) if "Nobody has joined" in s]
@@ -362,12 +452,12 @@ def test_a_public_server_takes_the_teacher_key_and_drops_it_from_the_address(sto
     monkeypatch.setenv("LMVIZ_LIVE_KEY", "correct horse")
     for given, allowed in (("wrong", False), ("correct horse", True)):
         at = AppTest.from_file(APP, default_timeout=60)
-        at.query_params[live.KEY_PARAM] = given
+        at.query_params[live_access.KEY_PARAM] = given
         at.run()
-        assert live.KEY_PARAM not in at.query_params  # gone from the address bar at once, on whichever page
+        assert live_access.KEY_PARAM not in at.query_params  # gone from the address bar at once, on whichever page
         at.switch_page("app_pages/live_class.py").run()
         assert ("Open a room" in labels(at)) == allowed, said(at)
-        assert live.KEY_PARAM not in at.query_params
+        assert live_access.KEY_PARAM not in at.query_params
     # a phone on the same server cannot open a room, and joins as any phone does
     assert phone(store.open_room()).session_state[live.PHONE_TOKEN]
 
@@ -552,7 +642,8 @@ def test_your_sentence_has_no_send_button_for_a_browser_in_no_class(store):
 def test_the_join_page_scores_a_typed_sentence_as_your_sentence_does(store):
     code = store.open_room()
     at = phone(code)
-    assert at.text_area(key=live.SENTENCE_BOX).max_chars == MAX_SENTENCE  # a phone cannot type a longer one
+    # the box takes a longer paste, and the page says how long it is (a box that cut it left a phone blank)
+    assert not at.text_area(key=live.SENTENCE_BOX).max_chars
     for typed in ("", " \n "):  # refused before any model is asked
         at.text_area(key=live.SENTENCE_BOX).set_value(typed)
         button(at, live.SEND_SENTENCE).click().run()
@@ -581,7 +672,7 @@ def test_the_join_page_scores_a_typed_sentence_as_your_sentence_does(store):
 def test_the_projector_shows_the_rooms_numbers_and_a_text_only_once_approved(store):
     at = teacher()
     code = open_room(at)
-    assert "The room's sentences" not in texts(at) and not at.expander  # nothing until a sentence is sent
+    assert "The room's sentences" not in texts(at) and not [e for e in at.expander if e.label == live.QUEUE_LABEL]
     sent = [("The wombat sat on the mat.", 3.25, [("␣wombat", 5.5), ("␣mat", 4.0)]),
             (HOSTILE, 7.5, [("**", 9.0), ("<img", 8.0)]),
             ("A narwhal plays chess.", 6.0, [("␣narwhal", 11.0), ("␣chess", 7.0)])]
@@ -654,12 +745,12 @@ def tokens_table(at: AppTest):
 
 @pytest.mark.parametrize("case", JOIN_CASES, ids=[c["case"] for c in JOIN_CASES])
 def test_every_bad_input_in_the_join_pages_sentence_box_is_one_sentence_or_sent_as_text(store, case):
-    """tests/data/bad_inputs.jsonl through the join page's box for a sentence (cut at its 200 characters, as the
-    box cuts them): refused with one sentence, or scored and sent; and, once approved, shown on the teacher's page
-    as the text it is, never as live markup."""
-    code = store.open_room()
+    """tests/data/bad_inputs.jsonl through the join page's box for a sentence, whole (the box cuts nothing): refused
+    with one sentence (one too long says how long it is), or scored and sent; and, once approved, shown on the
+    teacher's page as the text it is, never as live markup."""
+    code = store.open_room(teacher_secret=SECRET)
     at = phone(code)
-    typed = case["text"][:MAX_SENTENCE]
+    typed = case["text"]
     at.text_area(key=live.SENTENCE_BOX).set_value(typed)
     button(at, live.SEND_SENTENCE).click().run()
     assert not at.exception
@@ -671,11 +762,10 @@ def test_every_bad_input_in_the_join_pages_sentence_box_is_one_sentence_or_sent_
     else:
         (refused,) = [unescaped(w.value) for w in at.warning]
         assert one_sentence(unquoted(refused))
+        if len(typed.strip()) > MAX_SENTENCE:
+            assert f"at most {MAX_SENTENCE} characters, and this one has {len(typed.strip())}" in refused
     assert not any(p.search(s) for s in markdown_of(at) for p in LIVE_MARKUP)
-    teacher_page = AppTest.from_file(APP, default_timeout=60)
-    teacher_page.run()
-    teacher_page.query_params[live.TEACHING_PARAM] = code
-    teacher_page.switch_page("app_pages/live_class.py").run()
-    assert not teacher_page.exception
+    teacher_page = teacher_of(code)
+    assert not teacher_page.exception and "End the class" in labels(teacher_page)
     shown = markdown_of(teacher_page) + [c for t in teacher_page.table for c in t.value.astype(str).stack()]
     assert not any(p.search(s) for s in shown for p in LIVE_MARKUP)

@@ -1,11 +1,13 @@
-"""The CSV downloads: a cell a spreadsheet would run as a formula is made text; numbers stay numbers."""
+"""Text as the learner typed it: CSV cells a spreadsheet would run made text, Markdown escaped with no bare address
+made a link, invisible characters shown and emoji kept whole."""
 
 import csv
 import io
+import re
 
 import pandas as pd
 
-from lmviz.core.text import quotable, spreadsheet_safe
+from lmviz.core.text import WORD_JOINER, escape_markdown, quotable, spreadsheet_safe
 
 
 def test_text_that_starts_a_formula_gets_an_apostrophe_and_numbers_do_not():
@@ -47,3 +49,18 @@ def test_where_a_byte_piece_cuts_a_character_is_pythons_utf8():
             assert cut_character(b" " + encoded[:held]) == (encoded[0], len(encoded), held)
         assert cut_character(encoded) is None and cut_character(encoded[1:]) is None  # whole, or its end only
     assert all(utf8_length(byte) is None for byte in (0xC0, 0xC1, *range(0xF5, 0x100)))  # never in UTF-8
+
+
+def test_an_address_in_escaped_text_reads_as_typed_but_has_nothing_markdown_would_link():
+    typed = "See https://evil.example/x, HTTP://A.B, www.site.org or me@school.edu now."
+    escaped = escape_markdown(typed)
+    assert re.sub(r"\\(.)", r"\1", escaped).replace(WORD_JOINER, "") == typed  # what the reader sees
+    for linked in ("https://", "http://", "www.", "e@"):  # what GitHub-flavoured Markdown looks for
+        assert linked not in re.sub(r"\\(.)", r"\1", escaped).lower()
+    assert escape_markdown("The cat sat, 3.5 each.") == "The cat sat, 3\\.5 each\\."  # no joiner elsewhere
+
+
+def test_emoji_joined_by_a_zero_width_joiner_stay_whole_and_a_lone_joiner_is_shown():
+    family, flag = "\U0001F468\u200d\U0001F469\u200d\U0001F467", "\U0001F3F3\ufe0f\u200d\U0001F308"
+    assert quotable(f"{family} and {flag}") == f"{family} and {flag}"
+    assert quotable("a\u200db") == "a<U+200D>b" and quotable("\u200d\U0001F308") == "<U+200D>\U0001F308"
