@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from lmviz.app.live import KEY_PARAM
+from lmviz.app.live_access import KEY_PARAM
 from lmviz.core.numbers import fmt
 from lmviz.live.store import Store
 from scripts.live_server import environment_set, running_server
@@ -100,6 +100,24 @@ def test_a_room_on_a_projector_and_two_phones(new_tab, live_server):
         phones.append(phone)
     expect(projector.get_by_text("2 phones have joined.")).to_be_visible(timeout=POLL_MS)
 
+    # a waiting phone's page runs no timer: nothing comes down its WebSocket while the room is unchanged
+    frames = []
+    phones[0].on("websocket", lambda socket: socket.on("framereceived", lambda frame: frames.append(frame)))
+    phones[0].reload()  # the listener sees the WebSocket the reload opens
+    expect(phones[0].get_by_text(f"You are in the class {code}.")).to_be_visible(timeout=60_000)
+    settle(phones[0])
+    phones[0].wait_for_timeout(1000)
+    frames.clear()
+    phones[0].wait_for_timeout(6000)  # three of the old page's polls
+    assert frames == [], f"{len(frames)} messages reached a waiting phone in 6 s"
+
+    # the QR code scanned again opens a new tab of the same browser: the same participant, not a third phone
+    again = phones[1].context.new_page()
+    again.goto(f"{server}{urlsplit(link).path}?{urlsplit(link).query}")
+    expect(again.get_by_text(f"You are in the class {code}.")).to_be_visible(timeout=60_000)
+    assert store.room(code).participants == 2
+    again.close()
+
     # the teacher goes to a lesson (the sidebar, in the same session) and asks its first question
     projector.locator("[data-testid='stExpandSidebarButton']").click()
     projector.locator("[data-testid='stSidebarNav']").get_by_role("link", name="Toy example").click()
@@ -166,8 +184,9 @@ def test_a_room_on_a_projector_and_two_phones(new_tab, live_server):
     expect(projector.get_by_text(share)).to_be_visible(timeout=POLL_MS)
     projector.locator(CHART).first.scroll_into_view_if_needed()
     projector.screenshot(path=str(ARTIFACTS / "live-class-closed.png"))
-    expect(phones[1].get_by_text("The teacher has closed this question. Your answer: 0.69.")).to_be_visible(
-        timeout=POLL_MS)
+    right = "is right." if second.question.tolerance >= abs(0.69 - second.question.answer) else "is not the right one."
+    expect(phones[1].get_by_text(f"Closed. Your answer, 0.69, {right}")).to_be_visible(timeout=POLL_MS)
+    expect(phones[1].get_by_text(f"The answer: {second.question.shown_answer}.", exact=False)).to_be_visible()
     assert not store.asked(second.id).is_open
     expect(projector).not_to_have_url(re.compile(r"[?&]hide=1"), timeout=POLL_MS)
     for tab in (projector, *phones):
@@ -175,6 +194,7 @@ def test_a_room_on_a_projector_and_two_phones(new_tab, live_server):
 
 
 HOSTILE = "**bold** <img src=x>"
+ADDRESS = "Read https://evil.example/x or www.evil.example now."
 QUEUE = "Sentences waiting for your approval (not for the projector)"
 
 
@@ -200,7 +220,7 @@ def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(n
     expect(phone.get_by_text("Sent to the class", exact=False)).to_be_visible(timeout=180_000)  # a model's load
     assert phone.evaluate(SIDEWAYS) <= 0
     phone.screenshot(path=str(ARTIFACTS / "live-class-phone-sentence.png"), full_page=True)
-    for text, loss in (("A wombat sat.", 6.5), (HOSTILE, 9.25), ("Narwhals play chess.", 5.0), ("Dogs bark.", 2.5)):
+    for text, loss in (("A wombat sat.", 6.5), (HOSTILE, 9.25), (ADDRESS, 5.0), ("Dogs bark.", 2.5)):
         store.add_sentence(code, store.join(code), text, loss, tokens=[(text.split()[-1], loss + 1)])
 
     numbers = store.sentence_numbers(code)
@@ -212,7 +232,7 @@ def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(n
     assert metric_value(projector, "Lowest loss") == fmt(numbers.low)
     assert metric_value(projector, "Highest loss") == fmt(numbers.high)
     queue = projector.locator(".st-key-live-sentence-queue")
-    for text in ("wombat", "bold", "Narwhals", "grandmother"):  # no text before it is approved
+    for text in ("wombat", "bold", "evil", "grandmother"):  # no text before it is approved
         expect(projector.get_by_text(text, exact=False)).not_to_be_visible()
     projector.locator(".st-key-live-sentences").scroll_into_view_if_needed()
     projector.screenshot(path=str(ARTIFACTS / "live-class-sentences.png"))
@@ -232,10 +252,17 @@ def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(n
     approved = projector.locator(".st-key-live-sentences [data-testid='stTable']").filter(has_text="rank")
     expect(approved.get_by_text(HOSTILE, exact=True)).to_be_visible(timeout=60_000)  # as typed: text, not markup
     assert projector.locator("img[src='x']").count() == 0 and approved.locator("strong").count() == 0
+    row = queue.locator("[data-testid='stHorizontalBlock']").filter(has_text="evil.example")
+    row.get_by_role("button", name="Approve").click()
+    # as typed, and no link: a bare address on the projector is not one click from the whole room
+    expect(approved.filter(has_text="evil.example")).to_be_visible(timeout=60_000)
+    cell = approved.locator("td").filter(has_text="evil.example")
+    assert cell.inner_text().replace("\u2060", "") == ADDRESS
+    assert projector.locator("a[href*='evil']").count() == 0
     # Still open, the others still waiting. The approved table is drawn before the queue, and on a loaded runner the
     # queue's rows came more than 5 s after it: the same long wait.
     expect(queue.get_by_text("Dogs bark.", exact=True)).to_be_visible(timeout=60_000)
-    assert [s.sentence for s in store.sentences(code)] == [HOSTILE]
+    assert [s.sentence for s in store.sentences(code)] == [HOSTILE, ADDRESS]
     for tab in (projector, phone):
         assert_no_error(tab)
     projector.get_by_role("button", name="End the class").click()

@@ -1,7 +1,9 @@
 """A live class across two replicas behind HAProxy, on PostgreSQL (scripts/replicas.py, scripts/postgres.py): the
 projector's browser is kept on one replica and a phone's on the other by HAProxy's affinity cookie, and both see
 the same room, live, because both replicas use the one database LMVIZ_LIVE_DB names. Through HAProxy the server
-is public to lmviz, so the room takes the teacher key (LMVIZ_LIVE_KEY), which leaves the address bar at once."""
+is public to lmviz, so the room takes the teacher key (LMVIZ_LIVE_KEY), which leaves the address bar at once; and a
+phone that opens the teacher's link with the room's code, through HAProxy or straight at a replica on loopback,
+gets no teacher control of any kind."""
 
 import os
 import re
@@ -11,9 +13,9 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from lmviz.app.live import KEY_PARAM
+from lmviz.app.live_access import KEY_PARAM
 from lmviz.live.store import Store
-from scripts.live_server import ROOT, environment_set, free_port
+from scripts.live_server import ROOT, environment_set
 from scripts.postgres import postgres_bin, running_postgres
 from scripts.replicas import COOKIE, running_replicas
 from tests.e2e.helpers import assert_no_error, settle
@@ -30,13 +32,13 @@ def replicas_on_postgres(haproxy, request):
         if os.environ.get("LMVIZ_REQUIRE_POSTGRES"):
             pytest.fail("PostgreSQL is not installed (apt-get install postgresql); CI requires this test.")
         pytest.skip("PostgreSQL is not installed: apt-get install postgresql to run this test")
-    port = free_port()  # HAProxy's: the address the join link must carry
     with running_postgres() as database:
         url = database.url(database.fresh_database())
-        settings = {"LMVIZ_LIVE_DB": url, "LMVIZ_LIVE_KEY": TEACHER_KEY, "LMVIZ_WARM_START": "0",
-                    "LMVIZ_PUBLIC_URL": f"http://127.0.0.1:{port}"}
+        # no LMVIZ_PUBLIC_URL here: scripts/replicas.py sets it to HAProxy's address, as a host running it gets
+        settings = {"LMVIZ_LIVE_DB": url, "LMVIZ_LIVE_KEY": TEACHER_KEY, "LMVIZ_WARM_START": "0"}
+        assert "LMVIZ_PUBLIC_URL" not in os.environ
         logs = ROOT / "artifacts" / "replicas" / request.node.name
-        with environment_set(settings), running_replicas(2, logs, port=port) as replicas, Store(url) as store:
+        with environment_set(settings), running_replicas(2, logs) as replicas, Store(url) as store:
             yield replicas, store
 
 
@@ -82,6 +84,16 @@ def test_a_phone_on_one_replica_and_the_projector_on_the_other_share_the_room(ne
     for tab in (projector, phone):
         assert_no_error(tab)
 
+    # the teacher's own link, with the room's code off the projector, typed on a phone: through HAProxy (on either
+    # replica) and straight at a replica's port on loopback, no page offers a teacher control
+    _, intruder = new_tab(PHONE, is_mobile=True, has_touch=True)
+    for base in (replicas.url, *replicas.replica_urls.values()):
+        for path in ("live-class", "toy"):
+            intruder.goto(f"{base}/{path}?teaching={code}")
+            settle(intruder, timeout=300_000)
+            assert_no_teacher_control(intruder)
+    assert store.room(code).is_open and store.current(code).id == asked.id  # nothing the intruder could change
+
     # HAProxy's log: the two browsers' WebSockets (logged when they close) went one to each replica
     projector_context.close()
     phone_context.close()
@@ -93,3 +105,14 @@ def test_a_phone_on_one_replica_and_the_projector_on_the_other_share_the_room(ne
     while streams() != {"r1", "r2"} and time.monotonic() < deadline:
         time.sleep(0.5)
     assert streams() == {"r1", "r2"}
+
+
+TEACHER_CONTROLS = ("Open a room", "End the class", "Ask the room", "Reveal", "Ask again", "Close", "Approve",
+                    "Remove", "Download the results (CSV)")
+
+
+def assert_no_teacher_control(tab) -> None:
+    expect(tab.locator("[data-testid='stMain']")).to_be_visible()
+    shown = [name for name in TEACHER_CONTROLS if tab.get_by_role("button", name=name, exact=True).count()]
+    assert not shown, f"{tab.url} offers {shown}"
+    assert tab.get_by_text("Run this class from another device", exact=False).count() == 0
