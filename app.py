@@ -4,6 +4,7 @@ Run with:  streamlit run app.py
 """
 
 import contextlib
+import gc
 
 import streamlit as st
 
@@ -53,3 +54,6 @@ else:
     finally:
         if lesson:
             lesson_footer(lesson)
+        # in place of Streamlit's collection after every run (.streamlit/config.toml, runner.postScriptGC): a
+        # page's run may leave tensors in reference cycles, which should not wait for Python's own collector
+        gc.collect()

@@ -17,7 +17,8 @@ after it was committed); the projector's CPU per refresh (this process's, the da
 it; with --page, the whole process's CPU during a run of the page, the senders' share included: an upper bound);
 and the process's memory (RSS) after the class. The target of issue 37: p95 from send to count <= 3 s at 200
 participants on 2 cores. What is measured ends where the server has drawn the page: the browser's paint of the
-elements it is sent comes on top.
+elements it is sent comes on top. A phone's own session, its page and its WebSocket, is not in it:
+benchmarks/live_phones.py measures a room of phones as they are, on the real server.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 import psutil
 
 from lmviz.course.quiz import Question
+from lmviz.live.codes import new_token
 from lmviz.live.store import Store
 from scripts.postgres import postgres_bin, running_postgres
 
@@ -55,7 +57,7 @@ def percentile(values: list[float], share: float) -> float:
 class StoreRead:
     """The projector as the store's one read of the vote: Store.aggregate. CPU: this thread's."""
 
-    def __init__(self, store: Store, code: str, question_id: int):
+    def __init__(self, store: Store, code: str, question_id: int, teacher_secret: str):
         self.store, self.question_id = store, question_id
 
     def read(self) -> tuple[int, float]:
@@ -70,14 +72,17 @@ class PageRead:
 
     ANSWERED = re.compile(r"^(\d+) of \d+ answered$")
 
-    def __init__(self, store: Store, code: str, question_id: int):
+    def __init__(self, store: Store, code: str, question_id: int, teacher_secret: str):
         from streamlit.testing.v1 import AppTest
 
         from lmviz.app.live import TEACHING_PARAM
+        from lmviz.app.live_access import SECRET_KEY
 
         os.environ["LMVIZ_LIVE_DB"], os.environ["LMVIZ_WARM_START"] = store.url, "0"  # no model loads
         self.app = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=60)
-        self.app.query_params[TEACHING_PARAM] = code  # the teacher's link: the page adopts the room
+        # the teacher's link and the room's secret (a copied teacher link brings both): the page adopts the room
+        self.app.query_params[TEACHING_PARAM] = code
+        self.app.session_state[SECRET_KEY] = teacher_secret
         self.app.run()
         self.app.switch_page("app_pages/live_class.py").run()  # its first run, imports and all, is not a refresh
 
@@ -93,10 +98,11 @@ class PageRead:
 
 def run_class(store: Store, participants: int, window_s: float, seed: int = 0, page: bool = False) -> dict:
     rng = random.Random(seed)
-    code = store.open_room()
+    secret = new_token()
+    code = store.open_room(teacher_secret=secret)
     tokens = [store.join(code) for _ in range(participants)]
     asked = store.ask(code, "toy", QUESTION)
-    projector_read = (PageRead if page else StoreRead)(store, code, asked.id)
+    projector_read = (PageRead if page else StoreRead)(store, code, asked.id, secret)
     approved = set(tokens[::5])
     committed: list[tuple[float, float]] = []  # (sent, committed) per answer
     reads: list[tuple[float, int]] = []  # (started, answered) per projector read

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from streamlit.testing.v1 import AppTest
 
 from lmviz.core import toy
+from lmviz.core.text import WORD_JOINER
 from lmviz.course.registry import PATH
 
 TINY_VOCAB = 50  # the vocabulary of the tiny models conftest.py builds
@@ -77,8 +78,9 @@ def verdicts(at: AppTest) -> dict[str, list[str]]:
 
 
 def unescaped(markdown: str) -> str:
-    """A message as the reader sees it: lmviz.core.text.escape_markdown's backslashes removed."""
-    return re.sub(r"\\(.)", r"\1", markdown)
+    """A message as the reader sees it: lmviz.core.text.escape_markdown's backslashes removed, and the invisible
+    word joiners it puts in a bare address so that it is not made a link."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace(WORD_JOINER, "")
 
 
 class Clock:

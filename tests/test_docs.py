@@ -351,7 +351,9 @@ def test_the_live_class_page_states_the_stores_own_limits():
 
     text = " ".join(page("teachers/live-class.md").split())
     assert f"With fewer than {store.MIN_SHOWN} answers only the count is shown" in text
-    assert f"{store.MAX_PARTICIPANTS} phones in a room, {store.MAX_OPEN_ROOMS} open rooms on one server" in text
+    limits = f"a room takes at most {store.MAX_PARTICIPANTS} phones and a server {store.MAX_OPEN_ROOMS} open rooms"
+    assert limits in text
+    assert f"The room's limit, {store.MAX_PARTICIPANTS} phones" in text
     assert f"a room idle for {store.IDLE_HOURS:g} hours is closed" in text
     assert f"`LMVIZ_LIVE_KEEP_HOURS` hours ({store.KEEP_HOURS:g} by default)" in text
     assert NOBODY_AFTER_S == 60 and "a minute after the room opened" in text

@@ -1,10 +1,12 @@
 """The live class on screen: the teacher's room (its code, QR code and phones), the "Ask the room" button beside a
 check-yourself question, the projector's view of the answers, and the phone's join page.
 
-Streamlit cannot push to another session (streamlit#2838): the projector and the phones each poll the store, with
-one top-level fragment a page that runs every POLL_S seconds (nested fragments that run on a timer misbehave,
-streamlit#16708), and every poll reads the database afresh, never a cached copy. The store itself (lmviz.live.store)
-is one per process, shared by every session.
+Streamlit has no public way to push to another session (streamlit#2838). The projector, one browser, polls the
+store with one top-level fragment a page that runs every POLL_S seconds (nested fragments that run on a timer
+misbehave, streamlit#16708), and every poll reads the database afresh, never a cached copy. The phones, a room of
+them, do not poll: a watcher reads every watched room in one query and runs a phone's fragment again only when
+its room changes (lmviz.app.live_push). Who may open and run a room is decided in lmviz.app.live_access. The
+store itself (lmviz.live.store) is one per process, shared by every session.
 
 Students' sentences: a browser that joined a class sends its sentence, with the loss the model gave it, from Your
 sentence or from the join page; the projector shows the room's numbers at once, and a sentence's text only once the
@@ -50,7 +52,9 @@ from lmviz.live.store import (
     store_url,
 )
 
-POLL_S = 2  # how often the projector and the phones read the store: an answer shows on the projector within it
+# How often the projector reads the room (the phones are told: lmviz.app.live_push): an answer shows on the
+# projector within it. 1 s, not 2: tap to count p95 3.5 s at 2 s with 200 phones (benchmarks/live_phones.py)
+POLL_S = 1
 NOBODY_AFTER_S = 60  # a room with no phone after this long gets the sentence on client isolation
 ROOM_PARAM, TOKEN_PARAM = "room", "p"  # in a phone's links: a room's code, the phone's token
 TEACHING_PARAM = "teaching"  # in a teacher's links: the room this browser runs, if it holds the room's secret

@@ -38,6 +38,7 @@ TEACHER_KEY = "live-teacher-key"  # session state: the teacher key a link brough
 SECRET_KEY = "live-teacher-secret"  # session state: the secret of the room this session runs
 # Behind these, the request came through a proxy: the visitor may be anywhere
 PROXY_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-Ip")
+COOKIES_WRITTEN = "live-cookies-written"  # session state: the cookies this session's page has set
 COOKIE_HOURS = 12  # a teacher's and a phone's cookie: a school day
 TEACHER_COOKIE, PHONE_COOKIE = "lmviz_teach_", "lmviz_phone_"  # + the room's code
 
@@ -145,7 +146,12 @@ def cookie(name: str) -> str | None:
 
 
 def set_cookie(name: str, value: str) -> None:
-    """A first-party cookie, for the app's whole path, kept COOKIE_HOURS; Secure where the page is on https."""
+    """A first-party cookie, for the app's whole path, kept COOKIE_HOURS; Secure where the page is on https. Once
+    per session: the request's cookies (st.context.cookies) are those of the page's load, so they do not show it."""
+    written = st.session_state.setdefault(COOKIES_WRITTEN, {})
+    if written.get(name) == value:
+        return
+    written[name] = value
     script = (f"document.cookie = {json.dumps(f'{name}={value}')} + '; path=/; max-age={COOKIE_HOURS * 3600}; "
               "SameSite=Lax' + (location.protocol === 'https:' ? '; Secure' : '');")
     st.html(f"<script>{script}</script>", unsafe_allow_javascript=True)

@@ -8,10 +8,12 @@ the page again for exactly the phones whose room's state differs from the one th
 a phone's only cost is its open WebSocket. With PostgreSQL, each replica's watcher reads the shared database, so
 a question asked on one replica reaches the phones on the others.
 
-A run is requested as Streamlit itself requests one when a source file changes (run on save): on the session's
-event loop, with the session's last client state (its page and query string). That is Streamlit's internal API
-(AppSession, pinned with streamlit in requirements.txt); tests/e2e/test_live_class.py fails if it changes under
-us, and where no Streamlit server runs (AppTest) ``watch`` does nothing and says so."""
+What runs again is the phone's fragment alone (the question and its answer form), as when the phone itself sends
+an answer: 200 phones told at once cost 200 fragment runs, not 200 runs of the whole app. The run is requested
+as Streamlit itself requests one when a source file changes (run on save), on the session's event loop, with the
+session's last client state (its page and query string) and the fragment's id. That is Streamlit's internal API
+(AppSession, the fragment's thread state; streamlit is pinned in requirements.txt): tests/e2e/test_live_class.py
+fails if it changes under us. Where no Streamlit server runs the session (AppTest), ``watch`` does nothing."""
 
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ import threading
 import time
 from collections.abc import Callable
 
+from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
 
 from lmviz.live.codes import LiveProblem
 from lmviz.live.store import Store
@@ -36,13 +40,14 @@ class Watcher:
     def __init__(self, store: Callable[[], Store], every_s: float = WATCH_S):
         self._store, self._every_s = store, every_s
         self._lock = threading.Lock()
-        self._shown: dict[str, tuple[str, tuple | None]] = {}  # session id -> (room code, state shown)
+        # session id -> (room code, the room's state its page shows, the id of the fragment that shows it)
+        self._shown: dict[str, tuple[str, tuple | None, str]] = {}
         self._thread: threading.Thread | None = None
         self.reads = 0  # the watcher's reads of the store, for the tests and the benchmark
 
-    def watch(self, session_id: str, code: str, state: tuple | None) -> None:
+    def watch(self, session_id: str, code: str, state: tuple | None, fragment_id: str) -> None:
         with self._lock:
-            self._shown[session_id] = (code, state)
+            self._shown[session_id] = (code, state, fragment_id)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="lmviz-live-watcher", daemon=True)
                 self._thread.start()
@@ -70,12 +75,12 @@ class Watcher:
         if not shown:
             return []
         try:
-            states = self._store().room_states(sorted({code for code, _ in shown.values()}))
+            states = self._store().room_states(sorted({code for code, _, _ in shown.values()}))
         except LiveProblem:
             return []
         self.reads += 1
         pushed = []
-        for session_id, (code, state) in shown.items():
+        for session_id, (code, state, fragment_id) in shown.items():
             session = _active_session(session_id)
             if session is None:  # closed, or its phone is away: its page runs again when it comes back
                 self.forget(session_id)
@@ -83,9 +88,9 @@ class Watcher:
             now = states.get(code)
             if now != state:
                 with self._lock:  # one push per change: the run it starts says what it then shows
-                    if self._shown.get(session_id) == (code, state):
-                        self._shown[session_id] = (code, now)
-                _rerun(session)
+                    if self._shown.get(session_id) == (code, state, fragment_id):
+                        self._shown[session_id] = (code, now, fragment_id)
+                _rerun(session, fragment_id)
                 pushed.append(session_id)
         return pushed
 
@@ -98,8 +103,13 @@ def _active_session(session_id: str):
     return None if info is None else info.session
 
 
-def _rerun(session) -> None:
-    session._call_soon_on_event_loop(lambda: session.request_rerun(session._client_state))
+def _rerun(session, fragment_id: str) -> None:
+    def request() -> None:  # on the session's event loop, where its client state is read and written
+        last = session._client_state
+        session.request_rerun(ClientState(query_string=last.query_string, page_script_hash=last.page_script_hash,
+                                          page_name=last.page_name, fragment_id=fragment_id))
+
+    session._call_soon_on_event_loop(request)
 
 
 _watcher: Watcher | None = None  # the process's one, made by the first phone watched
@@ -107,16 +117,17 @@ _watcher_lock = threading.Lock()
 
 
 def watch(store: Callable[[], Store], code: str, state: tuple | None) -> bool:
-    """Have this session's page run again when the room ``code`` leaves ``state`` (what the page shows now).
-    False where no Streamlit server runs this session (AppTest): nothing will push, and the page says nothing."""
+    """Called in a fragment: have it run again when the room ``code`` leaves ``state`` (what it shows now).
+    False where no Streamlit server runs this session (AppTest): nothing will push."""
     ctx = get_script_run_ctx()
-    if ctx is None or _active_session(ctx.session_id) is None:
+    fragment_id = ThreadState.get().fragment_id if ctx is not None else None
+    if ctx is None or not fragment_id or _active_session(ctx.session_id) is None:
         return False
     global _watcher
     with _watcher_lock:
         if _watcher is None:
             _watcher = Watcher(store)
-    _watcher.watch(ctx.session_id, code, state)
+    _watcher.watch(ctx.session_id, code, state, fragment_id)
     return True
 
 
