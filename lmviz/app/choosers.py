@@ -10,6 +10,7 @@ import streamlit as st
 from lmviz.app import url_state
 from lmviz.app.caches import get_batcher, load_bert_once, process_fair_share, session_id, usual_berts
 from lmviz.app.chrome import stop_page
+from lmviz.app.live_access import came_through_proxy
 from lmviz.app.problems import problem_for_visitor, show_problem
 from lmviz.core.text import escape_markdown
 from lmviz.errors import NotEnoughMemory
@@ -111,8 +112,7 @@ def _bert_or_tiny(name: str, folders_allowed: bool) -> LoadedModel:
 def _folders_allowed() -> bool:
     """lmviz.models.settings.local_paths_allowed for this run: where this server listens (Streamlit's
     server.address; unset means every interface) and whether this request came through a proxy."""
-    proxied = any(header in st.context.headers for header in ("X-Forwarded-For", "Forwarded", "X-Real-Ip"))
-    return local_paths_allowed(st.get_option("server.address"), proxied)
+    return local_paths_allowed(st.get_option("server.address"), came_through_proxy())
 
 
 def load_with_progress(name: str, device: str, dtype: str, token: str | None) -> tuple[Batcher | None, str]:

@@ -66,9 +66,15 @@ def take_links() -> None:
 def is_public() -> bool:
     """Whether this browser may be anyone's (the module's docstring): only a browser on the server's own computer,
     on a server with no public address and reached through no proxy, is whoever is at its keyboard."""
-    proxied = any(header in st.context.headers for header in PROXY_HEADERS)
     public_address = bool(os.environ.get(PUBLIC_URL_VARIABLE, "").strip())
-    return allowed_models() is not None or public_address or proxied or _remote(st.context.ip_address)
+    return allowed_models() is not None or public_address or came_through_proxy() or _remote(st.context.ip_address)
+
+
+def came_through_proxy() -> bool:
+    """Whether this request carries a proxy's forwarding header: then its visitor may be anywhere, whatever address
+    it reached Streamlit from. Read for what it takes away (the loopback exemption here, a visitor naming a folder
+    of the server in lmviz.app.choosers), never for what it would grant."""
+    return any(header in st.context.headers for header in PROXY_HEADERS)
 
 
 def _remote(address) -> bool:
