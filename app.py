@@ -16,6 +16,7 @@ from lmviz.course.registry import PATH
 
 st.set_page_config(page_title="lmviz — how LM training losses are computed", page_icon="📉", layout="wide")
 live_access.take_links()  # a teacher key or secret in a link leaves the address bar before anything is drawn
+live.sweep_in_background()  # a forgotten room is closed and its sentences deleted, whether or not one is opened
 
 # The pages live in app_pages/, not pages/: Streamlit treats a folder named pages/ next to the entry
 # script as an old-style multipage app until st.navigation has run once, so the very first visit

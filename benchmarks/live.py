@@ -76,13 +76,13 @@ class PageRead:
         from streamlit.testing.v1 import AppTest
 
         from lmviz.app.live import TEACHING_PARAM
-        from lmviz.app.live_access import SECRET_KEY
+        from lmviz.app.live_access import SECRETS_KEY
 
         os.environ["LMVIZ_LIVE_DB"], os.environ["LMVIZ_WARM_START"] = store.url, "0"  # no model loads
         self.app = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=60)
         # the teacher's link and the room's secret (a copied teacher link brings both): the page adopts the room
         self.app.query_params[TEACHING_PARAM] = code
-        self.app.session_state[SECRET_KEY] = teacher_secret
+        self.app.session_state[SECRETS_KEY] = {code: teacher_secret}
         self.app.run()
         self.app.switch_page("app_pages/live_class.py").run()  # its first run, imports and all, is not a refresh
 

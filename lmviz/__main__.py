@@ -14,6 +14,7 @@
     python -m lmviz distill "QUESTION" "ANSWER" [--context TEXT] [--teacher ID] [--beta B] [--temperature T] [--hard]
         [--on-policy [--group G] [--seed S] [--lr LR] [--max-new-tokens N]] [--model ID] [--json]
     python -m lmviz prepare [MODEL ...] [--only] [--list]
+    python -m lmviz live sweep
 
 ``next``: the model's distribution for the token after PREFIX (top K, everything else, greedy;
 a seeded sample with --seed; the loss of one true next word with --true-next).
@@ -804,6 +805,10 @@ def _parser() -> argparse.ArgumentParser:
     prepare.add_argument("models", nargs="*", metavar="MODEL", help="hub ids or local folders, besides the defaults")
     prepare.add_argument("--only", action="store_true", help="only the MODELs named, not the defaults")
     prepare.add_argument("--list", action="store_true", help="list what the hub cache holds that loads offline")
+    live = commands.add_parser("live", help="the live class's database (LMVIZ_LIVE_DB)")
+    live_commands = live.add_subparsers(dest="live_command", required=True)
+    live_commands.add_parser("sweep", help="close the rooms idle for hours, deleting their sentences, and delete "
+                                           "what closed long ago: what every server does each minute, for cron")
     return parser
 
 
@@ -839,8 +844,31 @@ def _run(args):
     return _as_json(result) if args.json else _nsp_table(result)
 
 
+def _live_sweep() -> int:
+    """``live sweep``: one sweep of the database LMVIZ_LIVE_DB names, what it did in one sentence."""
+    from lmviz.live.codes import LiveProblem
+    from lmviz.live.store import IDLE_HOURS, Store
+
+    try:
+        with Store() as store:
+            swept = store.sweep()
+            hours = store.keep_hours
+    except LiveProblem as problem:
+        print(f"lmviz: {problem}", file=sys.stderr)
+        return 2
+    def count(n: int, thing: str) -> str:
+        return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
+
+    print(f"Swept the live class's database: {count(swept.closed, 'room')} idle for {IDLE_HOURS:g} hours closed "
+          f"and {count(swept.sentences, 'sentence')} of theirs deleted; {count(swept.deleted, 'room')} closed more "
+          f"than {hours:g} hours ago deleted, with their questions and answers.")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "live":
+        return _live_sweep()
     if args.command == "prepare":  # prints its own table and one sentence per model it could not prepare
         from lmviz.models import offline
 

@@ -16,6 +16,7 @@ import contextlib
 import csv
 import io
 import shutil
+import socket
 import subprocess
 import time
 import urllib.request
@@ -100,8 +101,13 @@ def running_replicas(count: int, logs: Path, affinity: bool = True, port: int | 
         raise RuntimeError("haproxy is not installed (apt-get install haproxy)")
     logs.mkdir(parents=True, exist_ok=True)
     names = [f"r{i}" for i in range(1, count + 1)]
-    front, stats = f"127.0.0.1:{port or free_port()}", f"127.0.0.1:{free_port()}"
+    # HAProxy's port is chosen first, for the replicas' LMVIZ_PUBLIC_URL, and held by a socket until HAProxy
+    # starts, so that no replica's free port can be it
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", port or 0))
+    front, stats = f"127.0.0.1:{holder.getsockname()[1]}", f"127.0.0.1:{free_port()}"
     with contextlib.ExitStack() as stack:
+        stack.callback(holder.close)
         stops = {name: stack.enter_context(contextlib.ExitStack()) for name in names}
         # Started side by side: no replica waits for another's start-up. Each is told the address the browsers
         # reach it at, HAProxy's (LMVIZ_PUBLIC_URL): the live class's join link and QR code carry it, and a server
@@ -114,6 +120,7 @@ def running_replicas(count: int, logs: Path, affinity: bool = True, port: int | 
         config.write_text(render_config(front, {name: url.removeprefix("http://") for name, url in
                                                 replica_urls.items()}, stats, affinity))
         log = stack.enter_context(open(logs / "haproxy.log", "w"))
+        holder.close()
         process = subprocess.Popen([haproxy, "-db", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT)
         stack.callback(stop_process, process)
         replicas = Replicas(f"http://{front}", replica_urls, f"http://{stats}/stats", logs / "haproxy.log", stops)

@@ -26,7 +26,8 @@ MAY_IMPORT = {
     "figures": {"errors", "core", "figures"},
     "live": {"errors", "core", "course", "live"},  # the live class: rooms, codes, answers; no model, no Streamlit
     "app": {"errors", "core", "course", "models", "lessons", "serving", "figures", "live", "app"},
-    "__main__": {"errors", "core", "course", "models", "lessons", "serving", "__main__"},  # the CLI: no Streamlit
+    # the CLI: no Streamlit; the live class's store for `live sweep`
+    "__main__": {"errors", "core", "course", "models", "lessons", "serving", "live", "__main__"},
     "__init__": set(),
 }
 # What must import without torch: app.py draws Home from these before any model is asked for, and the join page a

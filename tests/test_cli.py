@@ -8,6 +8,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,9 @@ from lmviz.lessons.grpo import (
     sample_group,
 )
 from lmviz.lessons.next_token import BadInput, distribution, if_true_next, next_token_logits, sample_token
+from lmviz.live.store import IDLE_HOURS, Store
 from lmviz.models.loading import TINY_GPT, load_causal_lm
+from tests.helpers import one_sentence
 
 TEXT = "The capital of France is Paris."
 
@@ -570,3 +573,26 @@ def test_a_grpo_option_it_cannot_read_is_one_sentence(args, message, monkeypatch
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and message in err and "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith(("lmviz: ", "python -m lmviz grpo: error: "))
+
+
+def test_live_sweep_closes_a_forgotten_room_deletes_its_sentences_and_says_so(tmp_path, monkeypatch, capsys):
+    url = f"sqlite:///{tmp_path / 'live.sqlite3'}"
+    monkeypatch.setenv("LMVIZ_LIVE_DB", url)
+    monkeypatch.delenv("LMVIZ_LIVE_KEEP_HOURS", raising=False)
+    then = time.time() - IDLE_HOURS * 3600 - 60  # the teacher forgot to end it
+    with Store(url) as store:
+        fresh = store.open_room()  # first: opening a room sweeps too, and this test is of the command's sweep
+        code = store.open_room(now=then)
+        for n in range(2):
+            store.add_sentence(code, store.join(code, now=then), f"Sentence {n}.", 1.0, now=then + 40 * n)
+    assert main(["live", "sweep"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"Swept the live class's database: 1 room idle for {IDLE_HOURS:g} hours closed and 2 sentences of theirs "
+        "deleted; 0 rooms closed more than 24 hours ago deleted, with their questions and answers.")
+    with Store(url) as store:
+        assert not store.room(code).is_open and store.sentences(code, approved_only=False) == []
+        assert store.room(fresh).is_open
+    monkeypatch.setenv("LMVIZ_LIVE_KEEP_HOURS", "soon")
+    assert main(["live", "sweep"]) == 2
+    refusal = capsys.readouterr().err.strip().removeprefix("lmviz: ")
+    assert "LMVIZ_LIVE_KEEP_HOURS" in refusal and one_sentence(refusal)

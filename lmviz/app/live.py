@@ -18,6 +18,7 @@ the join page only when one is sent."""
 
 from __future__ import annotations
 
+import gc
 import html
 import ipaddress
 import math
@@ -31,13 +32,15 @@ import streamlit as st
 from lmviz.app import live_access as access
 from lmviz.app import live_push
 from lmviz.app.chrome import PageStopped, chart_font_px, hide_numbers, numbers_hidden, presenting, text_table
-from lmviz.app.live_access import OFF, PUBLIC_URL_VARIABLE, live_on, opening_refusal
+from lmviz.app.live_access import OFF, PUBLIC_URL_VARIABLE, TEACHING_PARAM, live_on, opening_refusal
 from lmviz.app.problems import show_problem
 from lmviz.core.numbers import fmt
 from lmviz.core.text import escape_markdown, quotable
 from lmviz.course import quiz, registry
+from lmviz.live import sweeper
 from lmviz.live.codes import CODE_LENGTH, LiveProblem, WrongCode, normalise_code
 from lmviz.live.store import (
+    IDLE_HOURS,
     MAX_SENTENCE,
     MIN_SHOWN,
     Aggregate,
@@ -57,7 +60,6 @@ from lmviz.live.store import (
 POLL_S = 1
 NOBODY_AFTER_S = 60  # a room with no phone after this long gets the sentence on client isolation
 ROOM_PARAM, TOKEN_PARAM = "room", "p"  # in a phone's links: a room's code, the phone's token
-TEACHING_PARAM = "teaching"  # in a teacher's links: the room this browser runs, if it holds the room's secret
 JOIN_PATH = "join"  # the join page's url path (app.py)
 ROOM_KEY = "live-room"  # session state: the code of the room this (the teacher's) session runs
 PHONE_ROOM, PHONE_TOKEN = "live-phone-room", "live-phone-token"  # session state: the phone's room and its token
@@ -95,6 +97,13 @@ def live_store() -> Store:
     return _store(store_url())
 
 
+def sweep_in_background() -> None:
+    """The live class's sweep on its own schedule in this serving process (lmviz.live.sweeper), started at the
+    first page any browser opens, whether or not a room is ever opened; not under AppTest, which serves nothing."""
+    if live_on() and live_push.serving():
+        sweeper.sweep_in_background(live_store)
+
+
 # The teacher's room (who may open and run one: lmviz.app.live_access)
 
 def teacher_room() -> str | None:
@@ -103,13 +112,13 @@ def teacher_room() -> str | None:
     browser holds the room's teacher secret (live_access.runs); the code alone grants nothing. A room that has
     ended (closed, or by the sweep) is forgotten. No database read when neither the session nor the link has a
     room, so that the lessons pay nothing for the live class."""
-    code = st.session_state.get(ROOM_KEY) or st.query_params.get(TEACHING_PARAM)
+    code = st.query_params.get(TEACHING_PARAM) or st.session_state.get(ROOM_KEY)
     if not code or not live_on():
         return None
     try:
         store = live_store()
         room = store.room(code)
-        adopted = ROOM_KEY in st.session_state or (room is not None and access.runs(store, code))
+        adopted = st.session_state.get(ROOM_KEY) == code or (room is not None and access.runs(store, code))
     except LiveProblem:
         return None
     if room is None or not room.is_open or not adopted:
@@ -225,8 +234,9 @@ def teacher_page() -> None:
                        mime="text/csv", icon=":material/download:", on_click="ignore",
                        help="Per question and vote: each answer's count, how many were right, and the share right.")
     st.button("End the class", icon=":material/logout:", on_click=_end_room, args=(code,),
-              help="Closes the room: the phones can no longer answer. Its results are kept for "
-                   f"{store.keep_hours:g} hours, then deleted.")
+              help="Closes the room: the phones can no longer answer, and the students' sentences are deleted at "
+                   f"once. Its votes' results are kept for {store.keep_hours:g} hours, then deleted. A room nobody "
+                   f"uses for {IDLE_HOURS:g} hours is closed the same way.")
     _second_window(code)
 
 
@@ -239,7 +249,7 @@ def _second_window(code: str) -> None:
         if base is None:
             st.caption("lmviz found no address other devices reach it at: set LMVIZ_PUBLIC_URL.")
             return
-        secret = st.session_state.get(access.SECRET_KEY, "")
+        secret = access.teacher_secret(code) or ""
         st.caption("Open this link on a presenter laptop or your own phone: it gets this room's controls. Whoever "
                    "has it runs the class, so do not show it to the room. The room's code alone gives nobody "
                    "a control.")
@@ -251,7 +261,10 @@ def _open_room() -> None:
     if opening_refusal() is not None:  # a click on the button of a page drawn before the key was refused
         return
     try:
-        st.session_state[ROOM_KEY] = live_store().open_room(teacher_secret=access.new_teacher_secret())
+        secret = access.new_teacher_secret()
+        code = live_store().open_room(teacher_secret=secret)
+        access.hold_secret(code, secret)
+        st.session_state[ROOM_KEY] = code
     except LiveProblem as problem:
         st.session_state[PROBLEM] = str(problem)
 
@@ -610,8 +623,9 @@ def send_sentence_button(sentence: str, loss: float, tokens: list[tuple[str, flo
     code, token = joined
     with st.container(border=True, key="live-send-sentence"):
         st.button(SEND_SENTENCE, icon=":material/send:", on_click=_ask_to_send, args=(box,))
-        st.caption(f"To the class {code}: its loss joins the room's numbers at once, and its text shows on the "
-                   f"projector only if your teacher approves it (at most {MAX_SENTENCE} characters).")
+        st.caption(f"To the class {code}: its loss joins the room's numbers at once; your teacher reads its text "
+                   f"first, on their own screen, and it shows on the projector only if they approve it. It is "
+                   f"deleted when the class ends (at most {MAX_SENTENCE} characters).")
         if st.session_state.pop(SEND_ASKED, None) == sentence:
             _send_sentence(code, token, sentence, loss, tokens)
             if phone_session() is None:  # the class has ended: the button goes with the sentence that says so
@@ -659,12 +673,14 @@ def sentence_form(code: str, token: str) -> None:
         # says how long it is instead
         st.text_area(f"Your sentence (at most {MAX_SENTENCE} characters)", key=SENTENCE_BOX, height=100)
         st.form_submit_button(SEND_SENTENCE, icon=":material/send:", on_click=_take_sentence)
-    st.caption("When your teacher asks for one: a language model reads it, and its loss joins the room's numbers; "
-               "its text shows on the projector only if your teacher approves it.")
+    st.caption("When your teacher asks for one: a language model reads it, and its loss joins the room's numbers. "
+               "Your teacher reads its text first, on their own screen, and it shows on the projector only if they "
+               "approve it. It is deleted when the class ends.")
     pending = st.session_state.pop(SENTENCE_PENDING, None)
     if pending is not None:
         with st.spinner("The model is reading your sentence…"):
             sent = _score_and_send(code, token, pending)
+        gc.collect()  # what the model's forward pass left in reference cycles (app.py collects on the lessons)
         if sent:
             st.session_state[SENTENCE_SENT] = sent
     said_sentence()
@@ -796,7 +812,12 @@ def phone_view(code: str, token: str) -> None:
     """The question asked now, and this phone's answer to it. No timer: the page runs again when the teacher asks,
     closes or ends (lmviz.app.live_push), or when this phone sends (only this fragment)."""
     store = live_store()
-    room, asked = store.room(code), store.current(code)
+    try:
+        room, asked = store.room(code), store.current(code)
+    except LiveProblem as problem:  # the database, for a moment: the watcher tells this phone again once it is back
+        show_problem(problem)
+        live_push.watch(live_store, code, None)
+        return
     if room is None or not room.is_open:
         show_problem(f"The class {code} has ended: thank you. To join another, type its code.")
         live_push.forget()

@@ -34,8 +34,9 @@ from lmviz.models.settings import allowed_models
 LIVE_VARIABLE, KEY_VARIABLE, PUBLIC_URL_VARIABLE = "LMVIZ_LIVE", "LMVIZ_LIVE_KEY", "LMVIZ_PUBLIC_URL"
 KEY_PARAM = "key"  # in a link: the server's teacher key, which opens rooms
 SECRET_PARAM = "teacher"  # in the link a teacher copies for a second window: one room's teacher secret
+TEACHING_PARAM = "teaching"  # in a teacher's links: the room this browser runs, if it holds the room's secret
 TEACHER_KEY = "live-teacher-key"  # session state: the teacher key a link brought
-SECRET_KEY = "live-teacher-secret"  # session state: the secret of the room this session runs
+SECRETS_KEY = "live-teacher-secrets"  # session state: {room code: its teacher secret} this session holds
 # Behind these, the request came through a proxy: the visitor may be anywhere
 PROXY_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-Ip")
 COOKIES_WRITTEN = "live-cookies-written"  # session state: the cookies this session's page has set
@@ -57,17 +58,23 @@ def take_links() -> None:
         st.session_state[TEACHER_KEY] = st.query_params[KEY_PARAM]
         del st.query_params[KEY_PARAM]
     if SECRET_PARAM in st.query_params:
-        secret = st.query_params[SECRET_PARAM]
+        secret, code = st.query_params[SECRET_PARAM], st.query_params.get(TEACHING_PARAM)
         del st.query_params[SECRET_PARAM]
-        if is_token(secret):
-            st.session_state[SECRET_KEY] = secret
+        if is_token(secret) and code:  # checked against the room when the page adopts it (runs)
+            hold_secret(code, secret)
 
 
 def is_public() -> bool:
     """Whether this browser may be anyone's (the module's docstring): only a browser on the server's own computer,
     on a server with no public address and reached through no proxy, is whoever is at its keyboard."""
+    return _server_is_public() or _remote(st.context.ip_address)
+
+
+def _server_is_public() -> bool:
+    """A public deployment, a server with a public address, or a request through a proxy: nobody, wherever they
+    sit, opens a room here without the key."""
     public_address = bool(os.environ.get(PUBLIC_URL_VARIABLE, "").strip())
-    return allowed_models() is not None or public_address or came_through_proxy() or _remote(st.context.ip_address)
+    return allowed_models() is not None or public_address or came_through_proxy()
 
 
 def came_through_proxy() -> bool:
@@ -96,9 +103,13 @@ def opening_refusal() -> str | None:
     if not is_public():
         return None
     expected = os.environ.get(KEY_VARIABLE, "")
-    if not expected:
+    if not expected and _remote(st.context.ip_address) and not _server_is_public():
         return ("Only the computer lmviz runs on can open a room here, since this server has no teacher key: open "
                 "this page there, or set LMVIZ_LIVE_KEY on the server and add ?key= and the key to this page's "
+                "address.")
+    if not expected:
+        return ("This server is reached through a proxy or has a public address, so a room takes the teacher key, "
+                "and none is set: set LMVIZ_LIVE_KEY on the server, then add ?key= and the key to this page's "
                 "address.")
     given = st.session_state.get(TEACHER_KEY)
     if given and hmac.compare_digest(given.encode(), expected.encode()):
@@ -110,26 +121,32 @@ def opening_refusal() -> str | None:
 
 
 def new_teacher_secret() -> str:
-    """The secret of a room this session is opening, kept in the session (and, by remember_teacher, a cookie)."""
-    secret = new_token()
-    st.session_state[SECRET_KEY] = secret
-    return secret
+    """The secret of a room this session is opening: give it to Store.open_room, then to hold_secret."""
+    return new_token()
+
+
+def hold_secret(code: str, secret: str) -> None:
+    st.session_state.setdefault(SECRETS_KEY, {})[code] = secret
+
+
+def teacher_secret(code: str) -> str | None:
+    """The secret of the room ``code`` this session holds (the room it opened, or one a copied link brought)."""
+    return st.session_state.get(SECRETS_KEY, {}).get(code)
 
 
 def runs(store: Store, code: str) -> bool:
     """Whether this browser runs the room ``code``: it holds the room's secret, from its session (the room it
     opened, or a copied teacher link) or from its cookie (a reload). The code alone is anyone's."""
-    secrets = (st.session_state.get(SECRET_KEY), cookie(TEACHER_COOKIE + code))
-    for secret in secrets:
+    for secret in (teacher_secret(code), cookie(TEACHER_COOKIE + code)):
         if is_token(secret) and store.is_teacher(code, secret):
-            st.session_state[SECRET_KEY] = secret
+            hold_secret(code, secret)
             return True
     return False
 
 
 def remember_teacher(code: str) -> None:
     """The room's secret in a cookie of this browser, so that a reload of any page keeps the teacher's room."""
-    secret = st.session_state.get(SECRET_KEY)
+    secret = teacher_secret(code)
     if secret and cookie(TEACHER_COOKIE + code) != secret:
         set_cookie(TEACHER_COOKIE + code, secret)
 

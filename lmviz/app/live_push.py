@@ -43,7 +43,6 @@ class Watcher:
         # session id -> (room code, the room's state its page shows, the id of the fragment that shows it)
         self._shown: dict[str, tuple[str, tuple | None, str]] = {}
         self._thread: threading.Thread | None = None
-        self.reads = 0  # the watcher's reads of the store, for the tests and the benchmark
 
     def watch(self, session_id: str, code: str, state: tuple | None, fragment_id: str) -> None:
         with self._lock:
@@ -57,6 +56,7 @@ class Watcher:
             self._shown.pop(session_id, None)
 
     def watched(self) -> int:
+        """How many phones this process watches."""
         with self._lock:
             return len(self._shown)
 
@@ -78,12 +78,15 @@ class Watcher:
             states = self._store().room_states(sorted({code for code, _, _ in shown.values()}))
         except LiveProblem:
             return []
-        self.reads += 1
         pushed = []
         for session_id, (code, state, fragment_id) in shown.items():
             session = _active_session(session_id)
-            if session is None:  # closed, or its phone is away: its page runs again when it comes back
-                self.forget(session_id)
+            if session is None:
+                # A phone away (its screen locked, its WebSocket closed) keeps its place, and is told what changed
+                # once it is back: Streamlit's page does not run itself again on reconnecting. A session that has
+                # ended is forgotten.
+                if not _kept_session(session_id):
+                    self.forget(session_id)
                 continue
             now = states.get(code)
             if now != state:
@@ -95,12 +98,22 @@ class Watcher:
         return pushed
 
 
+def serving() -> bool:
+    """Whether a Streamlit server runs this process (AppTest's runtime is a stand-in)."""
+    return Runtime.exists() and type(Runtime.instance()) is Runtime
+
+
 def _active_session(session_id: str):
-    """The session's AppSession, if a Streamlit server runs it now (AppTest's runtime is a stand-in: None)."""
-    if not Runtime.exists() or type(Runtime.instance()) is not Runtime:
+    """The session's AppSession, if a Streamlit server runs it now."""
+    if not serving():
         return None
     info = Runtime.instance()._session_mgr.get_active_session_info(session_id)
     return None if info is None else info.session
+
+
+def _kept_session(session_id: str) -> bool:
+    """Whether the server still keeps the session, active or not (its browser may reconnect to it)."""
+    return serving() and Runtime.instance()._session_mgr.get_session_info(session_id) is not None
 
 
 def _rerun(session, fragment_id: str) -> None:

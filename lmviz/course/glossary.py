@@ -310,8 +310,8 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                 "Putting several training texts one after another in one row, instead of one per row with padding: "
                 "no slot is spent on pads. It is correct only with a document mask; without one, each text attends "
                 "to the texts before it in the row, and the first token of each is scored as if it followed the "
-                "one before. transformers' DataCollatorWithFlattening packs a batch so; TRL's SFT trainer packs by "
-                "default."),
+                "one before. transformers' DataCollatorWithFlattening packs a batch so; TRL's SFT trainer packs only "
+                "when asked (SFTConfig's packing is False by default)."),
     "document mask": (("document mask",),
                       "What makes a packed row score each text as if it were alone: attention within each text only "
                       "(a block-diagonal causal mask), position ids that restart at 0 with each text, and the label "

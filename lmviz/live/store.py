@@ -18,8 +18,13 @@ Every transaction is short, and nothing read here is cached: the projector must 
 ago. The clock is an argument (``now``, seconds since the epoch) of everything that depends on it, so tests set it.
 
 Nothing personal is kept: no IP address, user agent, name or e-mail, in any table; a participant is a random
-token. A room's sentences go when it closes; rooms, questions and answers go LMVIZ_LIVE_KEEP_HOURS (24) after
-they close (``sweep``). No limit is by IP address, since a whole school shares one.
+token. A room's sentences go when it closes, and a room nobody has used for IDLE_HOURS is closed; rooms, questions
+and answers go LMVIZ_LIVE_KEEP_HOURS (24) after they close. ``sweep`` does both, on its own schedule in every
+serving process (lmviz.live.sweeper) and from ``python -m lmviz live sweep``. What "deleted" means: SQLite
+overwrites a deleted row's bytes with zeros (``secure_delete``) and the sweep then empties the write-ahead log
+into the file (a checkpoint), so that no earlier copy of a page is left in either; PostgreSQL keeps a deleted
+row's bytes in the table's file until its space is reused after a vacuum (autovacuum runs on its own). No limit
+is by IP address, since a whole school shares one.
 """
 
 from __future__ import annotations
@@ -142,6 +147,15 @@ class Aggregate:
     shown: bool
     counts: tuple[Count, ...]  # every choice in order, or the typed numbers' bins in increasing order
     share_right: float | None
+
+
+@dataclass(frozen=True)
+class Swept:
+    """What one sweep did: rooms closed for being idle, their sentences deleted, closed rooms deleted."""
+
+    closed: int
+    sentences: int
+    deleted: int
 
 
 @dataclass(frozen=True)
@@ -346,6 +360,8 @@ class _SQLite:
                                    "PostgreSQL.")
         connection.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         connection.execute("PRAGMA foreign_keys=ON")
+        # a deleted row's bytes are overwritten with zeros, not left in the file's free pages: "deleted" is deleted
+        connection.execute("PRAGMA secure_delete=ON")
         # With WAL, NORMAL syncs at checkpoints, not at every commit: a power cut may lose the last answers but
         # never corrupts the file, and a room of phones answering at once is not held up by the disk.
         connection.execute("PRAGMA synchronous=NORMAL")
@@ -370,6 +386,11 @@ class _SQLite:
 
     def journal_mode(self) -> str:
         return self._connection().execute("PRAGMA journal_mode").fetchone()[0]
+
+    def checkpoint(self) -> None:
+        """The write-ahead log copied into the database file and emptied, so that it keeps no earlier page image
+        of a deleted row. A reader in the middle of a transaction can hold part of it back till the next one."""
+        self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self):
         with self._lock:
@@ -412,6 +433,9 @@ class _Postgres:
 
     def journal_mode(self) -> None:
         return None
+
+    def checkpoint(self) -> None:
+        """Nothing: PostgreSQL reuses a deleted row's space after a vacuum, which autovacuum runs."""
 
     def close(self):
         self.pool.close()
@@ -534,13 +558,19 @@ class Store:
     def close_room(self, code: str, now: float | None = None):
         """End a room: its questions close, and its students' sentences are deleted at once."""
         with self._db.transaction(write=True) as tx:
-            self._close_rooms(tx, [code], _now(now))
+            tx.run("UPDATE live_rooms SET closed_at = ? WHERE code = ? AND closed_at IS NULL", (_now(now), code))
+            deleted = self._close_rooms(tx, [code], _now(now))
+        if deleted:
+            self._db.checkpoint()
 
-    def _close_rooms(self, tx: _Tx, codes: list[str], now: float):
+    def _close_rooms(self, tx: _Tx, codes: list[str], now: float) -> int:
+        """The rooms' questions closed and their sentences deleted (the rooms themselves are closed by the caller);
+        how many sentences were deleted."""
+        deleted = 0
         for code in codes:
-            tx.run("UPDATE live_rooms SET closed_at = ? WHERE code = ? AND closed_at IS NULL", (now, code))
             tx.run("UPDATE live_questions SET closed_at = ? WHERE room = ? AND closed_at IS NULL", (now, code))
-            tx.run("DELETE FROM live_sentences WHERE room = ?", (code,))
+            deleted += tx.run("DELETE FROM live_sentences WHERE room = ?", (code,)).rowcount
+        return deleted
 
     def _touch(self, tx: _Tx, code: str, now: float):
         """Mark an open room active; a sentence if the code is no room's, or its room has ended."""
@@ -551,18 +581,28 @@ class Store:
             raise WrongCode(f"No class is open with the code {code}: check the code on the projector.")
         raise RoomClosed(f"The class with the code {code} has ended: ask your teacher for the new code.")
 
-    def sweep(self, now: float | None = None) -> None:
-        """Delete what was closed more than keep_hours ago, and close the rooms idle for IDLE_HOURS."""
+    def sweep(self, now: float | None = None) -> Swept:
+        """Close the rooms idle for IDLE_HOURS (their sentences deleted), and delete what was closed more than
+        keep_hours ago. Serialised across processes (with PostgreSQL, every replica sweeps on its own schedule)."""
         with self._db.transaction(write=True) as tx:
-            self._sweep(tx, _now(now))
+            self._serialise(tx)
+            swept = self._sweep(tx, _now(now))
+        if swept != Swept(0, 0, 0):  # what was deleted leaves the log too; a sweep that did nothing writes nothing
+            self._db.checkpoint()
+        return swept
 
-    def _sweep(self, tx: _Tx, now: float):
+    def _sweep(self, tx: _Tx, now: float) -> Swept:
+        # closed in the statement that finds them: a room that an answer makes active meanwhile is not idle
+        idle = [code for (code,) in tx.all("UPDATE live_rooms SET closed_at = ? WHERE closed_at IS NULL "
+                                           "AND last_active < ? RETURNING code", (now, now - IDLE_HOURS * 3600))]
+        sentences = self._close_rooms(tx, idle, now)
         before = now - self.keep_hours * 3600
-        tx.run("DELETE FROM live_rooms WHERE closed_at IS NOT NULL AND closed_at < ?", (before,))
-        tx.run("DELETE FROM live_questions WHERE closed_at IS NOT NULL AND closed_at < ?", (before,))
-        idle = [code for (code,) in tx.all("SELECT code FROM live_rooms WHERE closed_at IS NULL AND last_active < ?",
-                                           (now - IDLE_HOURS * 3600,))]
-        self._close_rooms(tx, idle, now)
+        rooms = tx.run("DELETE FROM live_rooms WHERE closed_at IS NOT NULL AND closed_at < ?", (before,)).rowcount
+        # a room used for longer than the keep time loses its old questions, but never its question of now (its
+        # two votes), which its phones and the projector show
+        tx.run("DELETE FROM live_questions WHERE closed_at IS NOT NULL AND closed_at < ? "
+               "AND (room, number) NOT IN (SELECT room, MAX(number) FROM live_questions GROUP BY room)", (before,))
+        return Swept(len(idle), sentences, rooms)
 
     # participants
 
@@ -765,6 +805,7 @@ class Store:
         with self._db.transaction(write=True) as tx:
             tx.run("DELETE FROM live_sentence_tokens WHERE sentence_id = ?", (sentence_id,))
             tx.run("DELETE FROM live_sentences WHERE id = ?", (sentence_id,))
+        self._db.checkpoint()
 
     def sentences(self, code: str, approved_only: bool = True) -> list[Sentence]:
         """The room's sentences in the order sent; only the approved ones unless asked (the teacher's queue)."""

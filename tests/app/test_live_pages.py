@@ -55,9 +55,14 @@ def teacher_of(code: str, secret: str | None = SECRET) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     if secret:
-        at.session_state[live_access.SECRET_KEY] = secret
+        at.session_state[live_access.SECRETS_KEY] = {code: secret}
     at.query_params[live.TEACHING_PARAM] = code
     return at.switch_page("app_pages/live_class.py").run()
+
+
+def live_access_secret(at: AppTest, code: str) -> str:
+    """The room's teacher secret the session holds."""
+    return at.session_state[live_access.SECRETS_KEY][code]
 
 
 def cookies_set(at: AppTest) -> dict[str, str]:
@@ -276,7 +281,7 @@ def test_a_reload_of_a_lesson_keeps_the_teachers_room_by_its_cookie_not_by_the_c
     that has ended leaves the link."""
     at = teacher()
     code = open_room(at)
-    secret = at.session_state[live_access.SECRET_KEY]
+    secret = live_access_secret(at, code)
     assert cookies_set(at) == {live_access.TEACHER_COOKIE + code: secret}
     assert secret not in json.dumps(dict(at.query_params)) and store.is_teacher(code, secret)
     at.switch_page("app_pages/toy_example.py").run()
@@ -311,7 +316,7 @@ def test_a_reload_of_a_lesson_keeps_the_teachers_room_by_its_cookie_not_by_the_c
 def test_a_second_teacher_window_joins_by_the_copied_link_and_the_secret_leaves_its_address(store):
     at = teacher()
     code = open_room(at)
-    secret = at.session_state[live_access.SECRET_KEY]
+    secret = live_access_secret(at, code)
     (copied,) = [c.value for e in at.expander if e.label.startswith("Run this class from another device")
                  for c in e.code]
     assert copied.endswith(f"/live-class?{urlencode({live.TEACHING_PARAM: code, live_access.SECRET_PARAM: secret})}")
@@ -323,6 +328,17 @@ def test_a_second_teacher_window_joins_by_the_copied_link_and_the_secret_leaves_
     second.switch_page("app_pages/live_class.py").run()
     assert second.session_state[live.ROOM_KEY] == code and "End the class" in labels(second)
     assert cookies_set(second) == {}  # written once a session
+
+    # a link to another room: a wrong secret runs nothing; the right one runs that room, each secret kept to its room
+    other = store.open_room(teacher_secret=SECRET)
+    second.query_params.update({live.TEACHING_PARAM: other, live_access.SECRET_PARAM: "not-this-rooms-secret-0123"})
+    second.run()
+    assert live.ROOM_KEY not in second.session_state and "End the class" not in labels(second)
+    second.query_params.update({live.TEACHING_PARAM: other, live_access.SECRET_PARAM: SECRET})
+    second.run()
+    assert second.session_state[live.ROOM_KEY] == other and "End the class" in labels(second)
+    assert cookies_set(second) == {live_access.TEACHER_COOKIE + other: SECRET}
+    assert second.session_state[live_access.SECRETS_KEY] == {code: secret, other: SECRET}
 
 
 def test_the_rooms_code_in_a_link_is_no_room_and_opens_none_on_a_public_server(store, monkeypatch):
@@ -435,7 +451,7 @@ def test_after_a_minute_with_nobody_joined_the_page_says_what_to_do(store):
     code = store.open_room(now=time.time() - 2 * live.NOBODY_AFTER_S, teacher_secret=SECRET)
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.session_state[live_access.SECRET_KEY] = SECRET
+    at.session_state[live_access.SECRETS_KEY] = {code: SECRET}
     at.query_params[live.TEACHING_PARAM] = code  # a teacher's link: a reload keeps the room
     at.switch_page("app_pages/live_class.py").run()
     (sentence,) = [s for s in said(at) if "Nobody has joined" in s]
