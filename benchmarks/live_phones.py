@@ -64,9 +64,9 @@ class StreamlitPhone:
         self.radio: str | None = None  # the current question's radio's widget id
         self.send_id: str | None = None  # its form's Send
         self.texts: list[str] = []  # the text of the last run's elements
-        self.boxes: dict[str, str] = {}  # the page's text boxes' widget ids, whose values the browser sends too
+        self.boxes: set[str] = set()  # the page's text boxes' widget ids, whose values the browser sends too
+        self._drawing: list[str] = []  # the text of the run being drawn
         self.sent = None  # the last message sent
-        self.runs = asyncio.Event()  # set at each script_finished
         self.socket = None
 
     async def open(self) -> None:
@@ -92,12 +92,11 @@ class StreamlitPhone:
         return message
 
     async def _rerun(self, widgets: list, fragment: str) -> None:
-        self.runs.clear()
         self.sent = self._client_state(widgets, fragment)
         await self.socket.send(self.sent.SerializeToString())
 
     async def answer(self, choice: str) -> None:
-        boxes = [(box, "string_value", "") for box in self.boxes.values()]
+        boxes = [(box, "string_value", "") for box in sorted(self.boxes)]
         await self._rerun([*boxes, (self.radio, "string_value", choice), (self.send_id, "trigger_value", True)],
                           self.fragment)
 
@@ -126,14 +125,13 @@ class StreamlitPhone:
             elif name == "button" and inner.label == "Send":
                 self.send_id = inner.id
             elif name == "text_area":
-                self.boxes[inner.id] = inner.id
+                self.boxes.add(inner.id)
             body = getattr(inner, "body", None)
             if isinstance(body, str):
                 self._drawing.append(body)
         elif kind == "script_finished":
             self.texts = self._drawing
             self._drawing = []
-            self.runs.set()
 
     def shows(self, text: str) -> bool:
         return any(text in t for t in self.texts)
@@ -143,14 +141,13 @@ class StreamlitPhone:
             await self.socket.close()
 
 
-async def until(condition, timeout_s: float, every_s: float = 0.05) -> float:
-    """Wait until ``condition()`` holds; the time it first did (time.time())."""
+async def until(condition, timeout_s: float, every_s: float = 0.05) -> None:
+    """Wait until ``condition()`` holds, or TimeoutError."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
             raise TimeoutError(f"not within {timeout_s:g} s")
         await asyncio.sleep(every_s)
-    return time.time()
 
 
 @dataclass

@@ -20,7 +20,8 @@ from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle
 
 PHONE = {"width": 390, "height": 844}
 PROJECTOR = {"width": 1280, "height": 720}
-POLL_MS = 15_000  # the pages poll every 2 s; a loaded 2-core machine may take a few polls to show a change
+POLL_MS = 15_000  # the projector polls every second and the phones are told within about one; a loaded 2-core
+# machine may take several seconds to show a change
 CHART = ".st-key-live-question .js-plotly-plot"  # the room's answers (a lesson has charts of its own)
 SIDEWAYS = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
@@ -40,8 +41,8 @@ def answered(tab) -> str:
 
 def send(phone, given: str, asked) -> None:
     """An answer typed (or picked) in the form of the question asked (the store's: its container's key names the
-    question, so a second vote's form replaces the first's, and a box filled just before the poll drew the new form
-    would be lost with the old one), left a poll's time before Send, as a student takes theirs."""
+    question, so a second vote's form replaces the first's, and a box filled just before the push drew the new
+    form would be lost with the old one)."""
     form = phone.locator(f".st-key-live-asked-{asked.id}")
     expect(form).to_be_visible(timeout=POLL_MS)
     # Waited for as the question's kind says, not guessed from what is drawn: on a loaded runner the form's Send
@@ -54,8 +55,7 @@ def send(phone, given: str, asked) -> None:
         box = form.get_by_label("Your answer (a number)")
         expect(box).to_be_visible(timeout=POLL_MS)
         box.fill(given)
-    phone.wait_for_timeout(2500)  # the page polls meanwhile: what was typed must survive it
-    # On a loaded machine a poll can redraw the form just as the click lands: the button is looked up again, and
+    # On a loaded machine a push can redraw the form just as the click lands: the button is looked up again, and
     # the click tried again, up to three times within the usual 30 s
     for attempt in range(3):
         try:
@@ -106,9 +106,9 @@ def test_a_room_on_a_projector_and_two_phones(new_tab, live_server):
     phones[0].reload()  # the listener sees the WebSocket the reload opens
     expect(phones[0].get_by_text(f"You are in the class {code}.")).to_be_visible(timeout=60_000)
     settle(phones[0])
-    phones[0].wait_for_timeout(1000)
+    phones[0].wait_for_timeout(1000)  # what the settled run sent may still be on its way
     frames.clear()
-    phones[0].wait_for_timeout(6000)  # three of the old page's polls
+    phones[0].wait_for_timeout(6000)  # the window measured: three of the old page's 2 s polls
     assert frames == [], f"{len(frames)} messages reached a waiting phone in 6 s"
 
     # the QR code scanned again opens a new tab of the same browser: the same participant, not a third phone
@@ -215,7 +215,6 @@ def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(n
     phone.goto(f"{server}/join?room={code}")
     expect(phone.get_by_text(f"You are in the class {code}.")).to_be_visible(timeout=60_000)
     phone.get_by_label("Your sentence").fill("My grandmother bakes apple pie in autumn.")
-    phone.wait_for_timeout(2500)  # the question above polls meanwhile: the typed sentence must survive it
     phone.get_by_role("button", name="Send my sentence to the room").click()
     expect(phone.get_by_text("Sent to the class", exact=False)).to_be_visible(timeout=180_000)  # a model's load
     assert phone.evaluate(SIDEWAYS) <= 0
