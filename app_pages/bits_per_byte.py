@@ -10,6 +10,7 @@ from lmviz.app.problems import show_problem
 from lmviz.app.widgets import metric_row, result_panel, show_chart, show_code
 from lmviz.core.numbers import PERPLEXITY_DIGITS, fmt
 from lmviz.core.text import escape_markdown, quotable
+from lmviz.course.glossary import TERMS
 from lmviz.course.questions.bits_per_byte import build_questions
 from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures import plots
@@ -40,10 +41,13 @@ DEFAULT_TEXT = ("The library opens at nine in the morning and closes at six in t
 END_LABEL = "End with the end-of-text token, as a pre-training document does"
 LARGEST_WINDOW = 256  # the window slider's end: past it, a paragraph fits one window and nothing is shown
 LN2_SHOWN = fmt(LN2)
+BERT_TOKENS = "[CLS] / [SEP] / [MASK]"  # the glossary's entry for the tokens a BERT-style tokenizer adds
+REPLACEMENT = "\ufffd"  # U+FFFD, what a decoder writes for bytes that are no character
 SOURCES = {
     "harness": "https://github.com/EleutherAI/lm-evaluation-harness",
     "nanochat": "https://github.com/karpathy/nanochat",
     "nanochat#693": "https://github.com/karpathy/nanochat/pull/693",
+    "nanochat 2ce972a": "https://github.com/karpathy/nanochat/commit/2ce972a3696b92b0ed1c74ed2af7b6c465b50b0d",
     "autoresearch#384": "https://github.com/karpathy/autoresearch/issues/384",
     "guide": "https://huggingface.co/docs/transformers/perplexity",
 }
@@ -98,8 +102,8 @@ def arithmetic(result) -> str:
         f"- the text is **{s.bytes}** bytes in UTF-8, `len(text.encode(\"utf-8\"))`: {s.bytes} ÷ {s.tokens} = "
         f"**{fmt(s.bytes_per_token)}** bytes per token",
         f"- bits per byte = (nats per token) ÷ (ln 2 × bytes per token) = {fmt(s.nats_per_token)} ÷ ({LN2_SHOWN} × "
-        f"{fmt(s.bytes_per_token)}) = **{fmt(s.bits_per_byte)}**, the same as {fmt(s.nats)} ÷ ({LN2_SHOWN} × "
-        f"{s.bytes})",
+        f"{fmt(s.bytes_per_token)}) = **{fmt(s.bits_per_byte)}**, the same as {fmt(s.nats)} ÷ "
+        f"({LN2_SHOWN} × {s.bytes})",
         f"- {term('byte perplexity', 'byte perplexity')} = 2^bpb = 2^{fmt(s.bits_per_byte)} = "
         f"**{fmt(s.byte_perplexity, PERPLEXITY_DIGITS)}**",
         f"- {term('word perplexity', 'word perplexity')} = e^(Σ −ln p ÷ words) = e^({fmt(s.nats)} ÷ {s.words}) = "
@@ -133,6 +137,8 @@ def conventions_sentences(result, end_token: bool) -> list[str]:
         said.append(f"lm-evaluation-harness counts {harness_words(text)} words in this text where there are "
                     f"{len(text.split())}: `re.split(r\"\\s+\", text)` leaves an empty piece where the text begins "
                     "or ends with a space or a line break, and counts it.")
+    if result.as_run is not None:
+        said.append(as_run_sentence(result))
     if result.nanochat is None:
         said.append(f"{result.model}'s tokenizer is not byte-level: its tokens are not pieces of the text's bytes, so "
                     "no token has bytes of its own, and nanochat's count is not defined. Only the whole document's "
@@ -168,16 +174,47 @@ def decoding_bug(result) -> None:
             "its bytes (hex)": [r.raw for r in differ],
             "bytes": [r.byte_count for r in differ],
             "decoded alone": [quotable(r.decoded) for r in differ],
+            "U+FFFD written": [r.decoded.count(REPLACEMENT) for r in differ],
             "bytes of the decoded text": [r.decoded_byte_count for r in differ],
         }), hide_index=True)
+    # the tokenizer's own decode, which the count uses, against Python's, which the sentence above the table
+    # describes and nanochat's used (tiktoken/core.py, Encoding.decode: bytes.decode("utf-8", errors="replace"))
+    unlike_python = sum(r.decoded != bytes.fromhex(r.raw).decode("utf-8", errors="replace") for r in differ)
+    first = differ[0]
     lower = 1 - wrong.bits_per_byte / right.bits_per_byte
     st.markdown(
-        f"Counted from each token's piece, the predicted tokens hold **{right.bytes}** bytes: bits per byte "
-        f"**{fmt(right.bits_per_byte)}**. Counted after decoding each token, **{wrong.bytes}** bytes: bits per byte "
-        f"**{fmt(wrong.bits_per_byte)}**, {lower * 100:.1f} % lower. The model predicted the same tokens with the same "
-        "−ln p; only the count of bytes grew, so the bug flatters the model, the more the more of a text is emoji "
-        f"or CJK. nanochat counted bytes this way until July 2026 ([nanochat#693]({SOURCES['nanochat#693']})); "
-        f"autoresearch still did when [autoresearch#384]({SOURCES['autoresearch#384']}) was filed.")
+        escape_markdown(
+            f"{result.model}'s tokenizer decodes "
+            + ("each of these tokens as Python does" if not unlike_python
+               else f"{unlike_python} of these {len(differ)} tokens otherwise than Python does")
+            + f": the first, <{first.raw}>, decodes to “{quotable(first.decoded)}”, "
+              f"{first.decoded.count(REPLACEMENT)} U+FFFD, {first.decoded_byte_count} bytes where the token holds "
+              f"{first.byte_count}. ")
+        + f"Counted from each token's piece, the predicted tokens hold **{right.bytes}** bytes: bits per byte "
+        f"**{fmt(right.bits_per_byte)}**. Counted after decoding each token, **{wrong.bytes}** bytes: bits "
+        f"per byte **{fmt(wrong.bits_per_byte)}**, {lower * 100:.1f} % lower. The model predicted the same "
+        "tokens with the same −ln p; only the count of bytes grew, so the bug flatters the model, the more the more "
+        "of a text is emoji or CJK.")
+    st.markdown(
+        f"That second count is nanochat's own until its commit [2ce972a]({SOURCES['nanochat 2ce972a']}) of July "
+        "2026: its `scripts/tok_train.py` built the `token_bytes` table its `evaluate_bpb` divides by from "
+        "`len(tokenizer.decode([token_id]).encode(\"utf-8\"))`, 0 for a special token, and its decode writes "
+        f"U+FFFD as Python's does ([nanochat#693]({SOURCES['nanochat#693']})). "
+        f"autoresearch still counted so when [autoresearch#384]({SOURCES['autoresearch#384']}) was filed.")
+
+
+def as_run_sentence(result) -> str:
+    """What lm-evaluation-harness 0.4.13 scores that lmviz does not (lmviz.lessons.bits_per_byte.harness_encoding),
+    and the bits per byte it gives for it: for a tokenizer whose defaults add special tokens."""
+    window = (f", scored here in lmviz's windows of {result.window:,} tokens where it reads {result.harness_window:,} "
+              "at once" if result.window != result.harness_window else "")
+    added = ", ".join(term(t, BERT_TOKENS) if t in TERMS[BERT_TOKENS][0] else escape_markdown(t) for t in result.added)
+    return (escape_markdown(
+        f"lm-evaluation-harness 0.4.13 encodes the text as {result.model}'s tokenizer does by default, not as lmviz "
+        f"does: {result.as_run.tokens} tokens where lmviz has {result.harness.tokens}, ") + added
+        + escape_markdown(f" among them, which lmviz's have not. It scores them all{window}: "
+                          f"{fmt(result.as_run.bits_per_byte)} bits per byte, where lmviz gives "
+                          f"{fmt(result.harness.bits_per_byte)}."))
 
 
 def compare_models(scorer: CausalScorer, result, text: str, end_token: bool) -> list:
@@ -211,20 +248,24 @@ def compare_models(scorer: CausalScorer, result, text: str, end_token: bool) -> 
         "gives the text back": ["yes" if r.keeps_text else "no" for r in results],
     }), hide_index=True)
     by_token, by_byte = rankings(results)
-    agree = by_token == by_byte
-    st.markdown(escape_markdown(
-        f"Best first, by loss per token: {', '.join(by_token)}. By bits per byte: {', '.join(by_byte)}. ")
-        + ("They agree on this text; they need not. " if agree else "**They disagree on this text.** ")
-        + "Only bits per byte is a fair comparison: every model is charged for the same bytes of the same text, "
-          "whatever its tokens. A loss per token divides by each tokenizer's own count, and a tokenizer that cuts "
-          "the text into fewer, longer tokens has more to predict at each.")
+    ranked = escape_markdown(f"Best first, by loss per token: {', '.join(by_token)}. By bits per byte: "
+                             f"{', '.join(by_byte)}. ")
+    ranked += ("They agree on this text; they need not. " if by_token == by_byte
+               else "**They disagree on this text.** ")
+    st.markdown(ranked + escape_markdown(
+        "Bits per byte charges every model for the same bytes of the same text, whatever its tokens; byte "
+        "perplexity (2^bpb) and word perplexity (e^(Σ −ln p ÷ words)) divide each model's Σ −ln p by counts that no "
+        "tokenizer changes either, so all three rank the models alike. A loss per token divides by each "
+        "tokenizer's own count, and a tokenizer that cuts the text into fewer, longer tokens has more to predict at "
+        "each.") + (" None of the three is fair to a tokenizer that does not give the text back: it is never asked "
+                    "to predict what it drops (below)." if not all(r.keeps_text for r in results) else ""))
     best, other = (next(r for r in results if r.model == name) for name in by_byte[:2])
     tie = best.harness.bits_per_byte * LN2 * other.harness.bytes_per_token
     st.markdown(escape_markdown(
         f"To tie with {best.model} by bits per byte, {other.model} would need a loss per token of "
-        f"{fmt(best.harness.bits_per_byte)} × {LN2_SHOWN} × {fmt(other.harness.bytes_per_token)} bytes per token = "
-        f"{fmt(tie)} nats; it has {fmt(other.harness.nats_per_token)}. A model that read this text one byte per "
-        f"token, and were exactly as good as {best.model}, would have a loss per token of only "
+        f"{fmt(best.harness.bits_per_byte)} × {LN2_SHOWN} × {fmt(other.harness.bytes_per_token)} bytes per "
+        f"token = {fmt(tie)} nats; it has {fmt(other.harness.nats_per_token)}. A model that read this text one "
+        f"byte per token, and were exactly as good as {best.model}, would have a loss per token of only "
         f"{fmt(best.harness.bits_per_byte * LN2)} nats: per token, the two would look nothing alike."))
     for r in results:
         if not r.keeps_text:
@@ -235,6 +276,9 @@ def compare_models(scorer: CausalScorer, result, text: str, end_token: bool) -> 
                 f"{r.model}'s tokenizer does not give this text back: decoding its tokens does not return the "
                 f"text as typed{' (' + '; '.join(why) + ')' if why else ''}. It was never asked to predict what it "
                 "dropped, so its bits per byte flatters it on this text."))
+    for r in results[1:]:  # the page's own model says so in section 2
+        if r.as_run is not None:
+            st.caption(as_run_sentence(r))
     return results
 
 
@@ -266,7 +310,9 @@ def windows_section(scorer: CausalScorer, text: str):
         "mean −ln p": [fmt(w.mean) for w in ways],
         "bits per byte": [fmt(w.nats / (LN2 * text_bytes)) if w.scored == len(scored.tokens) - 1 else
                           "not every token scored" for w in ways],
-        "tokens that lost context": [len(w.lost_context()) for w in ways],
+        # lm-evaluation-harness's count is the answer to the question "lost"
+        "tokens that lost context": [str(len(w.lost_context())) if w is scored.harness else
+                                     str(len(w.lost_context())) for w in ways],
         "never scored": [len(w.never_scored()) for w in ways],
     }), hide_index=True)
     tokens = len(scored.tokens) - 1
@@ -283,7 +329,14 @@ def windows_section(scorer: CausalScorer, text: str):
                 "tokens after the previous window's end"
                 + (f", which keep at least {window - stride} tokens of context from the overlap." if stride < window
                    else ". With a stride equal to the window they do not overlap, and the first token of each window "
-                        f"is never scored: {len(scored.strided.never_scored())} tokens here."))
+                        f"after the first is never scored: {len(scored.strided.never_scored())} tokens here."))
+    said.append(f"All three ways read the text after {escape_markdown(scored.tokens[0])}, the prefix token lmviz puts "
+                "before it as lm-evaluation-harness does, so that its first token can be scored too; the guide's own "
+                "loop puts no prefix of its own and reads the text as the tokenizer encodes it by default, "
+                + ("with nothing before it, so that there the text's first token is never predicted."
+                   if not scored.before else f"after {escape_markdown(', '.join(scored.before))}.")
+                + " lm-evaluation-harness's windows and one pass score every token of the text once"
+                + (", and so does the guide's loop." if stride < window else "."))
     if stride < window:
         said.append(f"The guide's own average weights each window's mean by its labels less one, which is right for "
                     f"the first window only (the model's shift drops the first label of a window whose labels begin at "
@@ -295,8 +348,8 @@ def windows_section(scorer: CausalScorer, text: str):
                     f"drops, so the guide's own average, which weights each window's mean by its labels less one, is "
                     f"the mean of the tokens it scored: {fmt(guide_average(scored.strided))}.")
     if scored.whole is None:
-        said.append(f"The text's {tokens} tokens do not fit the {scored.longest} this model reads at once, so there is "
-                    "no single pass to compare with.")
+        said.append(f"The text's {tokens} tokens do not fit the {scored.longest:,} lmviz reads at once with this "
+                    "model, so there is no single pass to compare with.")
     else:
         said.append(f"In one pass each of the {tokens} tokens is predicted from every token before it: nothing is "
                     "lost.")
@@ -338,13 +391,22 @@ except NotEnoughMemory as problem:
     stop_page()
 headline(panel, result)
 loaded = scorer.loaded
-read_at_once = (f" The text is longer than the {result.window} tokens this model reads at once: it is scored in "
-                f"{result.windows} {term('windows', 'window')}, as lm-evaluation-harness does (section 5)."
+read_at_once = (f" The text is longer than the {result.window:,} tokens lmviz reads at once with this model: it is "
+                f"scored in {result.windows} {term('windows', 'window')}, as lm-evaluation-harness does (section 5)."
                 if result.windows > 1 else "")
+if result.harness_window == result.window:
+    their_window = (f" lm-evaluation-harness 0.4.13 reads it {result.harness_window:,} tokens at a time too "
+                    f"({result.harness_window_from}).")
+else:
+    shorter = "here than there" if result.window < result.harness_window else "there than here"
+    their_window = (f" lmviz reads at most {result.window:,} tokens of it at once: {result.window_reason}. "
+                    f"lm-evaluation-harness 0.4.13 reads {result.harness_window:,} ({result.harness_window_from}), so "
+                    f"a text longer than {min(result.window, result.harness_window):,} tokens is read in shorter "
+                    f"windows {shorter}.")
 st.caption(escape_markdown(
     f"Model: {loaded.name}, {loaded.source}. The text is read after {result.prefix} (id {result.prefix_id}), the "
     "token lm-evaluation-harness puts before a text (the tokenizer's ") + term("BOS", "BOS / EOS")
-    + ", else its EOS), so that its first token is predicted too." + read_at_once)
+    + ", else its EOS), so that its first token is predicted too." + read_at_once + escape_markdown(their_window))
 
 st.subheader("1. From nats per token to bits per byte")
 st.markdown(f"Each predicted token with the bytes of text it stands for, read from its piece of the vocabulary, and "
@@ -368,9 +430,10 @@ text_table(conventions_table(result), hide_index=True)
 st.markdown("\n".join(f"- {s}" for s in conventions_sentences(result, end_token)))
 
 st.subheader("3. Counting a token's bytes after decoding it: the bug")
-st.markdown("A token that holds part of a character decodes, alone, to U+FFFD “�”, three bytes in UTF-8, however "
-            "many of the character's bytes it holds. Counting each token's bytes that way counts bytes the text "
-            "does not have:")
+st.markdown("A token that holds part of a character cannot be decoded alone to that part. Python's "
+            "`bytes.decode(\"utf-8\", errors=\"replace\")` writes U+FFFD “�”, three bytes in UTF-8, in its place: "
+            "one for the start of a character that the token cuts short, and one for each byte of a character begun "
+            "in an earlier token. Counting each token's bytes after decoding it counts bytes the text does not have:")
 decoding_bug(result)
 
 st.subheader("4. The same text, several models")
@@ -381,7 +444,7 @@ st.markdown(f"A model reads a limited number of tokens at once, so a longer text
             f"{term('windows', 'window')}, and a token sees only the tokens before it in its own window: its "
             f"{term('context length', 'context length')} is shorter than its position, and its −ln p usually higher. "
             f"Set a small window to see it on a paragraph; the {term('stride', 'stride')} is the "
-            f"[perplexity guide]({SOURCES['guide']})'s. All three ways score the same tokens after the same prefix.")
+            f"[perplexity guide]({SOURCES['guide']})'s.")
 scored = windows_section(scorer, text)
 
 show_code(bits_per_byte, per_byte, harness_windows, strided_windows, score_windows, guide_average)

@@ -6,7 +6,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback, stop_without_chat_template
-from lmviz.app.chrome import intro, key_table, stop_page, term, terms_linked
+from lmviz.app.chrome import intro, key_table, numbers_hidden, stop_page, term, terms_linked
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import metric_row, result_panel, show_code
@@ -30,6 +30,7 @@ from lmviz.lessons.chat_loss import (
     ORPO_LAMBDA,
     SIMPO_BETA,
     SIMPO_GAMMA,
+    SIMPO_PAPER_BETA,
     ChatTemplateError,
     analyse_sft,
     answer_and_all_token_losses,
@@ -173,10 +174,12 @@ counted = result.loss(which)[2]
 
 with panel:
     sft, trl, every, how_many = st.columns(4)
+    # the help of a hidden metric still shows: the answer-only count, a check-yourself answer, is left out of it
     sft.metric("Answer-only loss (SFT)", fmt(result.loss_answer),
-               help=f"lmviz's labels: the mean -log p over the answer's tokens and its end-of-turn token "
-                    f"({result.counted_answer} labels).")
-    trl.metric("Completion-only loss (TRL)", "–" if result.loss_completion is None else fmt(result.loss_completion),
+               help="lmviz's labels: the mean -log p over the answer's tokens and its end-of-turn token"
+                    + ("." if numbers_hidden() else f" ({result.counted_answer} labels)."))
+    trl.metric("Completion-only loss (TRL)",
+               "–" if result.loss_completion is None else fmt(result.loss_completion),
                help="TRL's completion-only labels: the mean -log p over every token after the generation prompt"
                     + ("." if result.counted_completion is None else f" ({result.counted_completion} labels)."))
     every.metric("Loss if nothing were masked", fmt(result.loss_all),
@@ -221,15 +224,15 @@ st.markdown(
     f"{fmt(result.loss_all)}: the model would also be trained to write the template's tokens and the user's "
     "question. Each loss below is computed twice: as the mean of section 2's -log p over the labels that count, "
     "and by the model's own loss function (what out.loss is) with those labels.")
-shown = [w for w in LABELLINGS if result.loss(w)[0] is not None]
+computed = [w for w in LABELLINGS if result.loss(w)[0] is not None]
 key_table(pd.DataFrame({
-    "labels": [LABELLINGS[w] for w in shown],
-    "labels that count": [result.loss(w)[2] for w in shown],
-    "mean of the table's -log p": [fmt(result.loss(w)[0], CHECK_DIGITS) for w in shown],
-    "the model's own loss (out.loss)": [fmt(result.loss(w)[1], CHECK_DIGITS) for w in shown],
-    "who counts these": [USED_BY[w] for w in shown],
+    "labels": [LABELLINGS[w] for w in computed],
+    "labels that count": [result.loss(w)[2] for w in computed],
+    "mean of the table's -log p": [fmt(result.loss(w)[0], CHECK_DIGITS) for w in computed],
+    "the model's own loss (out.loss)": [fmt(result.loss(w)[1], CHECK_DIGITS) for w in computed],
+    "who counts these": [USED_BY[w] for w in computed],
 }), "chat-loss-by-labelling.csv", hide_index=True, row_height=LOSSES_ROW_PX, column_config=LOSSES_COLUMNS)
-gap = max(abs(result.loss(w)[0] - result.loss(w)[1]) for w in shown)
+gap = max(abs(result.loss(w)[0] - result.loss(w)[1]) for w in computed)
 st.caption(f"Largest difference: {fmt_gap(gap)} (float32 rounding).")
 with st.expander("How TRL's labels differ from lmviz's: completion-only, and assistant_only_loss"):  # folded
     if chat.completion_labels is not None:
@@ -250,7 +253,7 @@ except NotEnoughMemory as problem:
 pair = (compared.chosen, compared.rejected)
 columns = {
     "answer": [s.answer for s in pair],
-    "tokens counted": [s.counted for s in pair],
+    "tokens counted": [s.counted for s in pair],  # the first answer's is the answer-only count
     "Σ log p (log p of the whole answer)": [fmt(s.sum_logp) for s in pair],
     "mean -log p (its answer-only loss)": [fmt(s.mean_nll) for s in pair],
 }
@@ -312,32 +315,41 @@ with st.expander("The preference losses beside DPO: IPO, SimPO, ORPO and KTO, on
         show_problem(problem)
     else:
         row = metric_row()
-        for name, value in (("DPO", dpo.loss), ("IPO", others.ipo), ("SimPO (+ NLL)", others.simpo),
-                            ("ORPO", others.orpo), ("KTO", others.kto)):
+        for name, value in (("DPO", dpo.loss), ("IPO", others.ipo), ("SimPO", others.simpo),
+                            ("CPO-SimPO", others.cpo_simpo), ("ORPO", others.orpo), ("KTO", others.kto)):
             row.metric(name, fmt(value), width="content")
         st.markdown(
-            f"- **{term('IPO', 'IPO')}** (TRL's DPOTrainer, loss_type=\"ipo\") uses each answer's log-ratio per token: "
-            f"h = {fmt(dpo.chosen_logratio)} / {n_chosen} − ({fmt(dpo.rejected_logratio)}) / {n_rejected} = "
-            f"{fmt(others.ipo_margin)}, and the loss is (h − 1/(2β))² = ({fmt(others.ipo_margin)} − "
-            f"{fmt(1 / (2 * DEFAULT_BETA))})² = **{fmt(others.ipo)}**: a squared distance to a target margin, "
-            "where DPO's −log σ keeps pushing the margin up for ever.\n"
-            f"- **{term('SimPO', 'SimPO')}** (TRL's CPOTrainer, loss_type=\"simpo\", β = {SIMPO_BETA:g}, γ = "
-            f"{SIMPO_GAMMA:g}) needs no reference: −log σ(β · ({fmt(others.chosen_mean_logp)} − "
-            f"({fmt(others.rejected_mean_logp)})) − γ) = {fmt(others.simpo_preference)}, each log π divided by its "
-            f"answer's tokens. TRL adds cpo_alpha = {CPO_ALPHA:g} × the chosen answer's NLL, "
-            f"{fmt(-others.chosen_mean_logp)}, by default: **{fmt(others.simpo)}**.\n"
-            f"- **{term('ORPO', 'ORPO')}** (λ = {ORPO_LAMBDA:g}) needs no reference either: with odds = p / (1 − p) "
-            f"of each answer's per-token probability, log(odds(chosen) / odds(rejected)) = {fmt(others.log_odds)}, "
-            f"and the loss is the chosen answer's NLL {fmt(-others.chosen_mean_logp)} + λ · "
-            f"(−log σ({fmt(others.log_odds)})) = **{fmt(others.orpo)}**.\n"
+            f"- **{term('IPO', 'IPO')}** (Azar et al. 2023; TRL's DPOTrainer, loss_type=\"ipo\") pulls the difference "
+            "of the two answers' log-ratios towards a target, 1/(2β). TRL divides each log-ratio by its answer's "
+            "tokens first, a normalisation its code says the IPO paper does not discuss explicitly: "
+            f"h = {fmt(dpo.chosen_logratio)} / {n_chosen} − ({fmt(dpo.rejected_logratio)}) / "
+            f"{n_rejected} = {fmt(others.ipo_margin)}, and the loss is (h − 1/(2β))² = "
+            f"({fmt(others.ipo_margin)} − {fmt(1 / (2 * DEFAULT_BETA))})² = **{fmt(others.ipo)}**: a squared "
+            "distance to a target margin, where DPO's −log σ keeps pushing the margin up for ever.\n"
+            f"- **{term('SimPO', 'SimPO')}** (Meng et al. 2024) needs no reference: −log σ(β · "
+            f"({fmt(others.chosen_mean_logp)} − ({fmt(others.rejected_mean_logp)})) − γ) = "
+            f"**{fmt(others.simpo)}**, each log π divided by its answer's tokens. This page takes β = "
+            f"{SIMPO_BETA:g} and γ = {SIMPO_GAMMA:g}, the defaults of TRL's CPOConfig (TRL computes SimPO in its "
+            "CPOTrainer, loss_type=\"simpo\"); the SimPO paper trains with a far larger β, from "
+            f"{SIMPO_PAPER_BETA[0]:g} to {SIMPO_PAPER_BETA[1]:g}. The paper's loss has no NLL term. TRL adds "
+            "cpo_alpha × the chosen answer's NLL unless cpo_alpha = 0, and CPOConfig's default cpo_alpha = "
+            f"{CPO_ALPHA:g} gives {CPO_ALPHA:g} × {fmt(-others.chosen_mean_logp)} more: "
+            f"{fmt(others.cpo_simpo)}, what TRL's docs call CPO-SimPO.\n"
+            f"- **{term('ORPO', 'ORPO')}** (Hong et al. 2024; TRL's ORPOTrainer, λ = beta = {ORPO_LAMBDA:g}) needs no "
+            "reference either: with odds = p / (1 − p) of each answer's per-token probability, "
+            f"log(odds(chosen) / odds(rejected)) = {fmt(others.log_odds)}, and the loss is the chosen answer's NLL "
+            f"{fmt(-others.chosen_mean_logp)} + λ · (−log σ({fmt(others.log_odds)})) = **{fmt(others.orpo)}**. The NLL "
+            "term is part of ORPO as its paper writes it; TRL's ORPOTrainer averages it over the prompt's tokens as "
+            "well as the answer's, which this page leaves out.\n"
             f"- **{term('KTO', 'KTO')}** (β = {KTO_BETA:g}) scores each answer on its own, as desirable or "
             f"undesirable, against a reference point z₀: 1 − σ(β · ({fmt(dpo.chosen_logratio)} − z₀)) = "
             f"{fmt(others.kto_chosen)} and 1 − σ(β · (z₀ − ({fmt(dpo.rejected_logratio)}))) = "
             f"{fmt(others.kto_rejected)}, mean **{fmt(others.kto)}**. TRL estimates z₀ from the log-ratios of "
             "mismatched prompt–answer pairs, clamped at 0; this page supposes training changed only the first "
             f"answer, so z₀ = {fmt(others.z0)}.")
-        st.caption("DPO and IPO compare the policy with the reference; SimPO and ORPO use the policy alone and add "
-                   "the chosen answer's NLL; KTO needs no pair, only a label on each answer.")
+        st.caption("DPO and IPO compare the policy with the reference; SimPO and ORPO use the policy alone. ORPO adds "
+                   "the chosen answer's NLL by design; SimPO does not, and TRL adds it to SimPO unless cpo_alpha is "
+                   f"0 (its default is {CPO_ALPHA:g}). KTO needs no pair, only a label on each answer.")
 st.session_state[CHAT_PAIR] = (user, answer, other, system, raised)
 st.markdown(terms_linked(
     "A reward model is trained with the same loss on a score it gives each answer, −log σ(r(chosen) − r(rejected)): "

@@ -16,6 +16,7 @@ from lmviz.app.steps import gated, step_status
 from lmviz.app.widgets import guess_cell, metric_row, result_panel, show_code
 from lmviz.core.numbers import fmt, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import escape_markdown
+from lmviz.core.trl import DISTILLATION
 from lmviz.course.questions.distillation import build_questions
 from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.lessons import distillation as d
@@ -106,7 +107,10 @@ if chosen_teacher != SAME:
         teacher, teacher_key = other.loaded, other.cache_key
 left, middle, right = st.columns([2, 2, 1], vertical_alignment="bottom")
 beta = url_state.linked(url_state.number("distill_beta", d.DEFAULT_BETA, 0.0, 1.0, 0.05), left.slider,
-                        "β: 0 = forward KL, 1 = reverse KL", min_value=0.0, max_value=1.0, step=0.05)
+                        "β: 0 = forward KL, 1 = reverse KL", min_value=0.0, max_value=1.0, step=0.05,
+                        help=f"It starts at {d.DEFAULT_BETA:g}, the default of TRL's experimental GKDConfig; TRL "
+                             f"{DISTILLATION.version}'s DistillationTrainer defaults to β = {DISTILLATION.beta:g}, the "
+                             "reverse KL.")
 temperature = url_state.linked(url_state.number("distill_tau", d.DEFAULT_TEMPERATURE, d.MIN_TEMPERATURE,
                                                 d.MAX_TEMPERATURE, 0.5), middle.slider,
                                "Temperature τ (divides both models' logits)", min_value=d.MIN_TEMPERATURE,
@@ -170,7 +174,9 @@ st.markdown(
     "goes to 0, M becomes p_S and the formula goes to 0; as β goes to 1, M becomes p_T and it goes to 0 again. TRL "
     f"defines β = 0 as the forward KL and β = 1 as the reverse KL instead, so the loss jumps: "
     f"{fmt(sweep[1e-6][0])} at β = 10⁻⁶, **{fmt(sweep[0.0][0])}** at β = 0; {fmt(sweep[1 - 1e-6][0])} at β = "
-    f"1 − 10⁻⁶, **{fmt(sweep[1.0][0])}** at β = 1.")
+    f"1 − 10⁻⁶, **{fmt(sweep[1.0][0])}** at β = 1. TRL {DISTILLATION.version}'s DistillationTrainer "
+    f"defaults to β = {DISTILLATION.beta:g}, the reverse KL; its experimental GKDTrainer to β = "
+    f"{DISTILLATION.gkd_beta:g}, where the slider starts.")
 text_table(pd.DataFrame({"β": [f"{b:g}" for b, _, _ in result.sweep],
                          "TRL's loss": [fmt(trl) for _, trl, _ in result.sweep],
                          "eq. 1 alone": [fmt(formula) for _, _, formula in result.sweep]}).T, hide_index=False)
@@ -178,17 +184,25 @@ text_table(pd.DataFrame({"β": [f"{b:g}" for b, _, _ in result.sweep],
 st.subheader("3. τ and τ²")
 st.markdown(
     f"A {term('temperature', 'temperature')} τ divides both models' logits before the softmax, flattening both "
-    f"distributions, and the loss and its {term('gradient', 'gradient')} shrink as τ grows. Hinton's distillation "
-    "multiplies the loss by "
-    f"{term('τ²', 'temperature in distillation')} so that the gradient keeps its size "
-    f"([Hinton et al. 2015]({SOURCES['Hinton']})); DistilBERT does, TRL's generalized_jsd_loss does not. Measured "
-    f"here, the size of the loss's gradient with respect to the student's logits, ‖∂loss/∂z_S‖:")
+    f"distributions. Where τ is large against the gaps between a position's logits, the loss's "
+    f"{term('gradient', 'gradient')} shrinks about as 1/τ², and Hinton's distillation multiplies the loss by "
+    f"{term('τ²', 'temperature in distillation')} to keep its size ([Hinton et al. 2015]({SOURCES['Hinton']})); "
+    f"DistilBERT does, TRL's generalized_jsd_loss does not. At smaller τ no such rule holds: below τ = 1 the loss "
+    "can even grow with τ (as τ falls, both distributions sharpen towards their likeliest token, and where the two "
+    "models agree on it they draw closer). Measured here, the loss "
+    "and the size of its gradient with respect to the student's logits, ‖∂loss/∂z_S‖:")
+tau = result.temperature
 text_table(pd.DataFrame({
     "": ["loss", "‖∂loss/∂z_S‖"],
-    f"τ = {result.temperature:g}, without τ²": [fmt(result.loss), fmt_norm(result.gradient_norm)],
-    f"τ = {result.temperature:g}, × τ²": [fmt(result.loss_t_squared), fmt_norm(result.gradient_norm_t_squared)],
-    "τ = 1": ["", fmt_norm(result.gradient_norm_at_1)],
+    f"τ = {tau:g}, without τ²": [fmt(result.loss), fmt_norm(result.gradient_norm)],
+    f"τ = {tau:g}, × τ²": [fmt(result.loss_t_squared), fmt_norm(result.gradient_norm_t_squared)],
+    "τ = 1": [fmt(result.loss_at_1), fmt_norm(result.gradient_norm_at_1)],
 }), hide_index=True)
+if tau != 1:
+    st.markdown(
+        f"From τ = 1 to τ = {tau:g} the loss went {fmt(result.loss_at_1)} → {fmt(result.loss)}, and its gradient's "
+        f"size was multiplied by {result.gradient_norm / result.gradient_norm_at_1:.3g}, where 1/τ² is "
+        f"{1 / tau ** 2:.3g}.")
 
 st.subheader("4. Hard or soft")
 try:
@@ -210,10 +224,15 @@ st.subheader("5. On-policy: the student answers, the teacher grades each token")
 st.markdown(
     f"{term('On-policy', 'on-policy')} distillation scores the student's own answers: the student draws a few, the "
     "teacher gives each drawn token its log-probability, and each token's "
-    f"{term('advantage', 'advantage')} is −(log π_S − log π_T), the "
-    f"per-token reverse KL with its sign turned ([Thinking Machines, 2025]({SOURCES['on-policy']})). One step of "
-    f"{term('SGD', 'SGD')} at a {term('learning rate', 'learning rate')} on a private copy of the weights raises "
-    "the tokens the teacher finds likelier than the student does; the shared model never changes.")
+    f"{term('advantage', 'advantage')} is −(log π_S − log π_T) ([Thinking Machines, 2025]({SOURCES['on-policy']})). "
+    "The difference log π_S − log π_T at the token drawn is a one-sample estimate of the reverse KL at that "
+    "position: its expectation over the token the student draws there, under p_S, is KL(p_S ‖ p_T), which the "
+    "table below gives exactly, summed over the whole vocabulary (a mean over each answer's positions). One step of "
+    f"{term('SGD', 'SGD')} at a {term('learning rate', 'learning rate')} on a private copy of the weights follows "
+    "(the shared model never changes). A small enough step raises the advantage-weighted sum Σ A · log π_S over "
+    "the drawn tokens: on the whole, tokens the teacher finds likelier than the student does gain and the others "
+    "lose. Not each one: every token moves through the weights all of them share, so a single token can move the "
+    "other way; and a step of finite size can overshoot.")
 left, middle, right = st.columns(3)
 size = url_state.linked(url_state.number("distill_group", d.DEFAULT_GROUP, 2, 8), left.number_input, "Answers",
                         min_value=2, max_value=8)
@@ -235,15 +254,17 @@ if policy is not None:
     text_table(pd.DataFrame({
         "answer the student drew": [a.text for a in policy.answers],
         "tokens": [len(a.ids) for a in policy.answers],
-        "each token's advantage −(log π_S − log π_T)": [" ".join(fmt_signed(x, 2) for x in a.advantages)
-                                                       for a in policy.answers],
-        "KL(p_S ‖ p_T) per token, before": [fmt(sum(a.reverse_kl_before) / len(a.ids)) for a in policy.answers],
+        "each token's advantage −(log π_S − log π_T), one sample": [" ".join(fmt_signed(x, 2) for x in a.advantages)
+                                                                   for a in policy.answers],
+        "exact KL(p_S ‖ p_T), mean per token, before": [fmt(sum(a.reverse_kl_before) / len(a.ids))
+                                                        for a in policy.answers],
         "after": [fmt(sum(a.reverse_kl_after) / len(a.ids)) for a in policy.answers],
     }), hide_index=True)
     fell = policy.kl_after < policy.kl_before
     st.markdown(
         f"After one step at a learning rate of {policy.lr:g} (‖g‖ = {fmt_norm(policy.grad_norm)}), the student's "
-        f"reverse KL to the teacher over all {sum(len(a.ids) for a in policy.answers)} drawn tokens went from "
+        f"exact reverse KL to the teacher, averaged over all {sum(len(a.ids) for a in policy.answers)} drawn tokens' "
+        "positions, went from "
         f"**{fmt(policy.kl_before)}** to **{fmt(policy.kl_after)}**: "
         + ("the student moved toward the teacher." if fell else
            "it rose: the step overshot. Try a smaller learning rate."))

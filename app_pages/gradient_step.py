@@ -11,7 +11,7 @@ from lmviz.app.problems import show_problem
 from lmviz.app.steps import step_status
 from lmviz.app.training import cached_adamw, cached_gradient, cached_sgd_steps
 from lmviz.app.widgets import result_panel, show_chart, show_code
-from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob
+from lmviz.core.numbers import NORM_DIGITS, fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob
 from lmviz.core.text import escape_markdown, quotable
 from lmviz.course.questions.gradient_step import build_questions
 from lmviz.errors import NotEnoughMemory, NothingToScore, OtherTextUnusable
@@ -26,6 +26,9 @@ from lmviz.lessons.gradient_step import (
     SIGN_LIKE,
     STEP_MAX_TOKENS,
     TRAINER_MAX_GRAD_NORM,
+    TRAINER_OPTIMIZER,
+    TRAINER_SCHEDULE,
+    TRAINER_WARMUP_STEPS,
     adamw_first_step,
     logit_gradient,
     sgd_steps,
@@ -36,6 +39,12 @@ MAX_CHARS = 1000
 # A log scale: each rate about three times the one before. 1e-3 lowers the default sentence's loss on
 # SmolLM2 (2.567 → 1.855), 1e-2 makes it rise (9.78): both ends of what a learner should see are in it.
 RATES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+
+
+# ‖g‖ as the page gives it, and as the Trainer's clipping gets it
+NORM_HELP = ("The length of the gradient over every weight of the model, at the first step, summed in float64 and "
+             f"given to {NORM_DIGITS} significant digits. torch.nn.utils.clip_grad_norm_, which transformers' Trainer "
+             "calls, sums in float32 and can differ in the next digit.")
 
 
 def plural(count: int, word: str) -> str:
@@ -160,10 +169,10 @@ with panel:
     before.metric("Loss before", fmt(losses[0]))
     first.metric("After 1 step", fmt(losses[1]))
     last.metric(f"After {result.steps} steps" if result.steps > 1 else "Gradient norm ‖g‖",
-                fmt(losses[-1]) if result.steps > 1 else fmt_norm(result.grad_norms[0]))
+                fmt(losses[-1]) if result.steps > 1 else fmt_norm(result.grad_norms[0]),
+                help=None if result.steps > 1 else NORM_HELP)
     if result.steps > 1:
-        norm.metric("Gradient norm ‖g‖, step 1", fmt_norm(result.grad_norms[0]),
-                    help="The length of the gradient over every weight of the model, at the first step.")
+        norm.metric("Gradient norm ‖g‖, step 1", fmt_norm(result.grad_norms[0]), help=NORM_HELP)
     if not math.isfinite(losses[-1]):
         st.warning(f"At lr = {lr:g} the loss is no longer a finite number after the steps: they broke the model. "
                    "Try a smaller learning rate.", icon=":material/trending_up:")
@@ -282,10 +291,17 @@ with st.expander("A trainer's options for these steps: gradient clipping, and a 
     st.markdown(
         f"**Clipping** by the global norm (`torch.nn.utils.clip_grad_norm_`, transformers' Trainer clips at "
         f"{TRAINER_MAX_GRAD_NORM:g} by default): when ‖g‖ over every weight is above the limit, every entry of g is "
-        "multiplied by limit / (‖g‖ + 10⁻⁶), so the gradient keeps its direction and its length becomes the limit. "
+        "multiplied by c = limit / (‖g‖ + 10⁻⁶), so the gradient keeps its direction and its length becomes the "
+        "limit. With SGD, as here, that is a smaller rate for the step. The Trainer's own optimizer is AdamW "
+        f"(`optim=\"{TRAINER_OPTIMIZER}\"`), which divides each gradient by its own running size √v̂, so the factor "
+        "c cancels except against ε: at the first step lr · c·g / (c·|g| + ε) = lr · g / (|g| + ε/c), as if ε were 1/c "
+        "times larger: each weight's first step is multiplied by (|g| + ε) / (|g| + ε/c), nearly 1 where |g| is far "
+        "above ε/c, and nearly c only where |g| is far below ε.\n\n"
         "**A warm-up then a cosine decay** (transformers' `get_cosine_schedule_with_warmup`): the rate climbs from 0 "
         f"to lr = {lr:g} over the warm-up steps, then falls along half a cosine towards 0 at the end of the "
-        f"{result.steps} steps.")
+        f"{result.steps} steps. The Trainer's default is neither: `lr_scheduler_type=\"{TRAINER_SCHEDULE}\"` "
+        f"with `warmup_steps={TRAINER_WARMUP_STEPS}`, a rate that falls in a straight line from lr at the first step "
+        "towards 0 after the last.")
     if clip == "off" and warmup == "off":
         st.caption("Turn either on to take the same steps with it, beside the steps above.")
     else:
@@ -313,7 +329,9 @@ with st.expander("A trainer's options for these steps: gradient clipping, and a 
                 clipped = sum(f < 1 for f in trained.clip_factors)
                 st.caption(f"{clipped} of the {trained.steps} steps were clipped. A clipped step moves every weight "
                            "by rate × factor × its gradient: with plain SGD, clipping is a smaller rate for that "
-                           "step, chosen by the gradient's length.")
+                           "step, chosen by the gradient's length. ‖g‖ is summed in float64; "
+                           "torch.nn.utils.clip_grad_norm_ sums in float32, so its ‖g‖ and factor can differ from "
+                           f"these after the first {NORM_DIGITS} significant digits.")
             if trained.warmup is not None and trained.warmup > 0:
                 st.caption(f"The first step's rate is 0 (t / warm-up at t = 0), so it changes no weight: the loss "
                            f"after it is the loss before, {fmt(trained.losses[1])}.")

@@ -11,7 +11,7 @@ from lmviz.app.choosers import (
     scored_with_cpu_fallback,
     stop_without_chat_template,
 )
-from lmviz.app.chrome import intro, key_table, stop_page, term
+from lmviz.app.chrome import intro, key_table, numbers_hidden, stop_page, term
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
 from lmviz.app.steps import step_status
@@ -20,7 +20,7 @@ from lmviz.app.widgets import metric_row, result_panel, show_code
 from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import escape_markdown
 from lmviz.core.trl import CISPO, CISPO_EPSILON_MAX, DAPO_EPSILON_HIGH, TRL
-from lmviz.course.questions.grpo import build_questions
+from lmviz.course.questions.grpo import SPLIT_GENERATION, build_questions, reward_text
 from lmviz.errors import NotEnoughMemory, NothingToScore
 from lmviz.figures.chips import chip_row, stacked_chip
 from lmviz.figures.palettes import BLUISH_GREEN, LIGHT_GREY
@@ -59,6 +59,7 @@ from lmviz.lessons.grpo import (
     TRL_STD_EPS,
     advantages,
     aggregate,
+    answer_ratios,
     at_most_tokens,
     bradley_terry,
     cispo,
@@ -69,6 +70,7 @@ from lmviz.lessons.grpo import (
     dpo_as_bradley_terry,
     grpo_step,
     leave_one_out,
+    moved_against_advantage,
     overlong_shaped,
     rewards,
 )
@@ -90,20 +92,21 @@ SCALING_WORDS = {MEAN: "R − mean (Dr. GRPO)", POPULATION_STD: "÷ population s
 # 0.43 and 0.18 and clips no token; 1e-3 clips 4 of its 95 tokens
 RATES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 MIN_EPSILON = 1e-4  # low enough for GSPO's 3e-4
+# The paper whose CISPO TRL computes: GRPOConfig's help for epsilon_high cites it for loss_type "cispo"
+SCALERL = "ScaleRL (arXiv 2510.13786)"
 OVERLONG_CACHE = 4  # a third of the default 12-token limit, so that the default group shows the penalty's slope
 RIGHT, WRONG = "✓", "✗"
+# An answer's one ratio, as TRL's RLOOTrainer._compute_loss takes it (exp of logps − old_logps, each summed over the
+# answer's tokens) and as its GRPOTrainer does with importance_sampling_level="sequence" (exp of their mean)
+RLOO_RATIO = ("π_θ(answer) / π_old(answer) = e^(Σ log π_θ − Σ log π_old), the product of its tokens' ratios "
+              "(RLOOTrainer's)")
+GSPO_RATIO = "e^(the mean of its tokens' log π_θ − log π_old), the geometric mean of its tokens' ratios"
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def get_pair(_scorer: CausalScorer, model_key: tuple, user: str, chosen: str, rejected: str, system: str | None):
     return _scorer.run(lambda loaded: compare_answers(loaded, user, chosen, rejected, system),
                        user, chosen, rejected, system)
-
-
-
-def reward_text(reward: float) -> str:
-    """A rule's reward as a whole number (1, 0) when it is one, like the rules' own 1.0 and 0.0."""
-    return fmt(reward, 0) if float(reward).is_integer() else fmt(reward)
 
 
 def answer_label(i: int, reward: float) -> str:
@@ -225,10 +228,13 @@ def show_cispo(loss, shown: int) -> None:
         f"TRL's loss type {CISPO}, CISPO (MiniMax-M1, 2025), drops the min and the clip: each token's term is "
         f"−sg(min(r, ε_max))·A·log π_θ, where sg stops the gradient, so every token keeps a gradient of "
         f"−min(r, ε_max)·A ÷ the group's {loss.token_count} tokens. ε_max = {CISPO_EPSILON_MAX:g} is TRL's "
-        f"epsilon_high under {CISPO}, the value its docs recommend: a cap on r itself, not on r − 1. At update 2 "
-        f"PPO's clip holds {held} of the {loss.token_count} tokens, whose gradient is 0; CISPO pushes "
-        f"{result.kept_by_cispo} of them, and caps {result.capped} (r > {CISPO_EPSILON_MAX:g} with A > 0). Where "
-        "neither acts, the two gradients are the same number. The answer chosen in section 3:", "CISPO", "CISPO"))
+        f"epsilon_high under {CISPO}, the value its docs recommend: a cap on r itself, not on r − 1. That one-sided "
+        f"cap is the form of {SCALERL}, the paper TRL's help for epsilon_high cites, and the one computed here; "
+        "MiniMax-M1's paper writes the weight clipped on both sides, clip(r, 1 − ε_low, 1 + ε_high). At update 2 "
+        f"PPO's clip holds {held} of the {loss.token_count} tokens, whose gradient is 0; CISPO "
+        f"pushes {result.kept_by_cispo} of them, and caps {result.capped} (r > "
+        f"{CISPO_EPSILON_MAX:g} with A > 0). Where neither acts, the two gradients are the same number. The answer "
+        "chosen in section 3:", "CISPO", "CISPO"))
     key_table(pd.DataFrame({
         "token": group.answers[shown].tokens,
         "r": [fmt(c.ratio) for c in result.tokens[shown]],
@@ -289,12 +295,27 @@ except NotEnoughMemory as problem:
     stop_page()
 settings_key = group_key(prompt, size, seed, temperature, limit)
 scores = rewards(group, rule)
+scaled = {how: advantages(scores, how) for how in SCALINGS}
+adv = scaled[SAMPLE_STD]
 with panel:  # the group's count at once; the step's numbers beside it once the step is taken (seconds more)
     # metric_row, not st.columns(4): a quarter of the 818 px beside the open sidebar cut "4 of 95 tokens"
     row = metric_row()
     right, clipped, up, down = (row.empty() for _ in range(4))
     right.metric("Rewarded answers", f"{sum(r > 0 for r in scores)} of {group.size}", width="content")
-scaled = {how: advantages(scores, how) for how in SCALINGS}
+    # in the pinned panel (issue 49): the rule stays as set when the prompt changes, so the panel says which one
+    # scored, and a group it cannot tell apart is said where the prompt and the rule are, not two screens below
+    default_rule = rule_name == next(iter(RULES)) and value == DEFAULT_NUMBER
+    st.caption(escape_markdown(
+        f"Scored by the rule {rule.name}: {rule.description}. The rule is the Reward control's below, and it does "
+        "not follow the prompt" + (": this is the default question's rule; set the one your prompt needs."
+                                   if default_rule and prompt != DEFAULT_PROMPT else ".")))
+    if adv.teaches_nothing:
+        st.info(escape_markdown(
+            f"Every answer has the reward {reward_text(scores[0])}"
+            + (". " if numbers_hidden() else ": every R − mean is 0, so every advantage is 0 and so is the gradient "
+               "of the clipped terms. ")
+            + "This group teaches nothing; try another seed, a larger group, a higher temperature or another rule."),
+            icon=":material/info:")
 loaded = scorer.loaded
 
 st.subheader("1. The group: answers, and the reward of each")
@@ -312,15 +333,16 @@ with st.expander("The rule as the Python function it is"):  # folded: a class re
     st.code(rule.source, language="python")
 
 st.subheader("2. Advantages: each answer against its group")
-adv = scaled[SAMPLE_STD]
 total = " + ".join(reward_text(r) for r in scores)
 squares = math.fsum(adv.squares)
 st.markdown(escape_markdown(
     f"mean = ({total}) / {adv.count} = {fmt(adv.mean)}. Each advantage starts from R − mean; Σ (R − mean)² = "
     f"{fmt(squares)}, so the population standard deviation is √({fmt(squares)} / {adv.count}) = "
     f"{fmt(scaled[POPULATION_STD].std)} and the sample one (÷ G − 1, as torch.std and TRL) √({fmt(squares)} / "
-    f"{adv.count - 1}) = {fmt(adv.std)}. DeepSeekMath's paper divides by \"std\" without saying which; TRL takes the "
-    f"sample one by default (scale_rewards=\"{TRL.scale_rewards}\"), and \"none\" is R − mean alone."))
+    f"{adv.count - 1}) = {fmt(adv.std)}. DeepSeekMath's paper divides by \"std\" without saying which. TRL always "
+    f"subtracts the group's mean, and by default (scale_rewards=\"{TRL.scale_rewards}\") divides by the group's "
+    f"sample std + {TRL_STD_EPS:g}; scale_rewards=\"batch\" divides by the sample std of every reward of the batch, "
+    f"all its groups together, + {TRL_STD_EPS:g}, and \"none\" by nothing: R − mean alone."))
 key_table(pd.DataFrame({
     "answer": [answer_label(i, r) for i, r in enumerate(scores)],
     SCALING_WORDS[MEAN]: [fmt_signed(a) for a in scaled[MEAN].advantages],
@@ -331,17 +353,14 @@ key_table(pd.DataFrame({
 others = (adv.total - scores[0]) / (adv.count - 1)
 st.caption(term("RLOO", "RLOO") + escape_markdown(
     f" (the column “{RLOO_WORDS}”), TRL's RLOOTrainer's advantage: each answer against the mean of the other "
-    f"{adv.count - 1}, with no standard deviation. Answer 1: {reward_text(scores[0])} − {fmt(others)} = "
+    f"{adv.count - 1}, with no standard deviation (RLOOConfig's normalize_advantages, False by default, would "
+    f"standardise them over the batch). Answer 1: {reward_text(scores[0])} − {fmt(others)} = "
     f"{fmt_signed(leave_one_out(scores)[0])}, which is {adv.count}/{adv.count - 1} × (R − mean) = "
-    f"{adv.count}/{adv.count - 1} × {fmt_signed(adv.deviations[0])}. "
-    "RLOO also puts its KL penalty into the reward and takes one ratio per answer (section 3's toggle One ratio "
-    "per answer takes it); the step below uses GRPO's terms."))
-if adv.teaches_nothing:
-    st.info(escape_markdown(
-        f"Every answer has the reward {reward_text(scores[0])}: every R − mean is 0, so every advantage is 0 and so is "
-        "the gradient of the clipped terms. This group teaches nothing; try another seed, a larger group, a higher "
-        "temperature or another rule."), icon=":material/info:")
-else:
+    f"{adv.count}/{adv.count - 1} × {fmt_signed(adv.deviations[0])}. RLOO also puts its KL penalty into the "
+    f"reward, and gives each answer one ratio, the whole answer's: {RLOO_RATIO}. That is not GSPO's, which section "
+    f"3's toggle One ratio per answer takes: {GSPO_RATIO}. Section 5 gives both at update 2. The step below uses "
+    "GRPO's terms."))
+if not adv.teaches_nothing:  # the pinned panel says that this group teaches nothing
     trl = advantages(scores, SAMPLE_STD, TRL_STD_EPS)
     st.caption(escape_markdown(
         f"TRL adds {TRL_STD_EPS:g} to the std before dividing, so that a group of equal rewards does not divide 0 by "
@@ -447,8 +466,9 @@ if others:
                 help="The same over the answers without a reward.", width="content")
 
 st.markdown(escape_markdown(
-    "Which control changes which update: the first update on a group starts from π_θ = π_old = π_ref, so every "
-    "ratio is exactly 1 and the KL is 0 with a ") + term("gradient", "gradient") + escape_markdown(" of 0. Only the ")
+    "Which control changes which update: here the first update on the group starts from π_θ = π_old = π_ref, so "
+    "every ratio π_θ / π_old is exactly 1, and the KL is 0 with a ")
+    + term("gradient", "gradient") + escape_markdown(" of 0. Only the ")
     + term("learning rate", "learning rate") + escape_markdown(
     ", the loss type and the advantages shape it; ε, β, one ratio per answer and the KL's weighting change nothing "
     f"there (‖g‖ = {fmt_norm(step.updates[0].grad_norm)} whatever they are). From the second update on (μ ≥ 2) "
@@ -468,12 +488,15 @@ with st.expander("Each token's term, and one answer's tokens at the first update
     key_table(token_table(before, group, shown), "grpo-tokens-update-1.csv", hide_index=True)
 st.markdown(escape_markdown(
     "At the first update π_θ is π_old: the same weights, so every log π_θ − log π_old is 0 and every ratio is exactly "
-    f"1. Then r·A = clip(r)·A = A, nothing is clipped ({clip_count(before)}), and the KL to the reference, the same "
-    f"weights again, is 0. With TRL's defaults (num_iterations = {TRL.num_iterations}, one ")
+    f"1. Then r·A = clip(r)·A = A, nothing is clipped ({clip_count(before)}), and the KL to "
+    "the reference is 0: here the reference is the model that sampled, the same weights again. In training π_ref "
+    "stays the model training started from while π_old moves with the policy, so the first update on a later group "
+    f"starts with a KL above 0. With TRL's defaults (num_iterations = {TRL.num_iterations}, one ")
     + term('optimizer step', 'optimizer step') + escape_markdown(
     " per generation) every update is the first on its samples, so the clip fraction TRL logs is 0 at every step. "
-    "The clip acts when samples are used again: num_iterations above 1 (μ here), or one generation split over "
-    "several optimizer steps (steps_per_generation above gradient_accumulation_steps, as TRL's GSPO recipe does)."))
+    "The ratio leaves 1, and the clip can act, once the weights have taken an optimizer step since the answers were "
+    "sampled: num_iterations above 1 (μ here), or one generation split over several optimizer steps. "
+    + SPLIT_GENERATION))
 if abs(before.losses[loss_type].loss) < 1e-9 and step.grad_norm > 0:
     st.markdown(escape_markdown(
         f"The {loss_type} loss is 0 here, yet its gradient is not (‖g‖ = {fmt_norm(step.grad_norm)}): at r = 1 the "
@@ -533,7 +556,7 @@ else:
         f"1 / (G · {n}) = {fmt_prob(weight[GRPO][0])}, and give the same loss; dr_grpo weighs each "
         f"1 / (G · {before.max_completion_length}) = {fmt_prob(weight[DR_GRPO][0])}, {n} / "
         f"{before.max_completion_length} of that, and luspo 1 / G = {fmt_prob(weight[LUSPO][0])}. Try another seed, "
-        "a larger group or a higher token limit to see the length bias."))
+        "a larger group or a higher token limit for answers of different lengths."))
 
 st.subheader(f"5. {updates} update{'s' if updates > 1 else ''} on the same group at lr = {lr:g}")
 st.markdown(
@@ -579,6 +602,13 @@ else:
             f"{fmt_grad(second.tokens[shown][pulled].kl_gradient)} against the clip term's "
             f"{fmt_grad(second.tokens[shown][pulled].surrogate_gradient)}."))
         key_table(token_table(second, group, shown), "grpo-tokens-update-2.csv", hide_index=True)
+        one = answer_ratios(second)[shown]
+        n, total = len(one.log_ratios), math.fsum(one.log_ratios)
+        st.caption(escape_markdown(
+            f"This answer's one ratio at update 2, two ways. Its {n} tokens' log π_θ − log π_old add up to "
+            f"{fmt_signed(total)}. GSPO's, the toggle One ratio per answer: e^({fmt_signed(total)} / {n}) = "
+            f"{fmt(one.gspo)}. RLOO's, π_θ(answer) / π_old(answer): e^({fmt_signed(total)}) = {fmt(one.rloo)}, "
+            f"GSPO's to the power {n}."))
         if level == SEQUENCE:
             st.caption(escape_markdown(
                 f"GSPO's paper clips its sequence ratio far tighter, to [1 − {GSPO_EPSILON_LOW:g}, 1 + "
@@ -601,10 +631,14 @@ with st.expander("Each answer's log π and probability before and after the upda
         "after": [fmt_prob(math.exp(v)) for v in step.answer_logps_after],
     }), "grpo-answers-after.csv", hide_index=True)
     rms = step.grad_norm / math.sqrt(step.weights)
+    against = [i + 1 for i in moved_against_advantage(step)]
     st.caption(escape_markdown(
         f"p(answer) = e^(Σ log π): the probability of drawing exactly that answer again at temperature "
-        f"{group.temperature:g}. A positive advantage raises it, a negative one lowers it; an answer whose advantage "
-        "is 0 moves only through the weights it shares with the others. Real GRPO runs use ") + term('AdamW', 'AdamW')
+        f"{group.temperature:g}. To first order, for a small enough step, a positive advantage raises it and a "
+        "negative one lowers it, and an answer whose advantage is 0 moves only through the weights it shares with the "
+        "others. After a finite step those shared weights can carry an answer against its advantage: here "
+        + (f"answer{'s' if len(against) > 1 else ''} {', '.join(map(str, against))} moved that way. " if against else
+           "none did. ") + "Real GRPO runs use ") + term('AdamW', 'AdamW')
         + escape_markdown(" at a rate near "
         f"{TRL.learning_rate:g} (TRL's default), {lr / TRL.learning_rate:,.0f} times below this page's: AdamW moves "
         "every weight whose gradient is well above its eps by about the rate itself, while an SGD step moves a weight "

@@ -184,6 +184,18 @@ def test_only_the_app_layer_imports_streamlit_and_nothing_imports_a_page():
             assert not any(name.split(".")[0] == "streamlit" for name in imported), f"{module} imports Streamlit"
 
 
+# Libraries the tests read as references and the app must never need (requirements-dev.txt only)
+TEST_REFERENCES = {"trl"}
+
+
+def test_no_module_or_page_imports_a_test_reference():
+    sources = {module: path for module, path in MODULES.items()} | {
+        path.name: path for path in [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py"))]}
+    for name, path in sources.items():
+        imported = {module.split(".")[0] for module in imports_of(path, set(MODULES))}
+        assert not imported & TEST_REFERENCES, f"{name} imports {imported & TEST_REFERENCES}: a test reference only"
+
+
 def test_pages_get_their_models_through_the_app_layer():
     pages = sorted((ROOT / "app_pages").glob("*.py"))
     assert len(pages) >= 9

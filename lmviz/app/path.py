@@ -4,11 +4,20 @@ learner's progress, and the check-yourself questions with their verdicts."""
 from __future__ import annotations
 
 import json
+import re
 
 import streamlit as st
 
 from lmviz.app import live
-from lmviz.app.chrome import NEXT_LESSON, present_params, run_script, terms_linked
+from lmviz.app.chrome import (
+    CHECK_YOURSELF,
+    LESSON_FOOTER,
+    NEXT_LESSON,
+    numbers_hidden,
+    present_params,
+    run_script,
+    terms_linked,
+)
 from lmviz.core.text import escape_markdown
 from lmviz.course import quiz, registry
 
@@ -70,13 +79,14 @@ def lesson_footer(lesson: registry.Lesson) -> None:
     done = answered()
     carried = carried_params(done)
     earlier = registry.neighbours(lesson)[0]
-    st.divider()
-    left, right = st.columns(2)
-    if earlier:
-        left.page_link(earlier.page, label=f"Previous: {earlier.title}", icon=":material/arrow_back:",
-                       query_params=carried)
-    next_link(lesson, carried, "Next", "The end of the path: back to Home", right)
-    st.caption(progress_sentence(done) + " The links above keep your place: bookmark one to come back to it.")
+    with st.container(key=LESSON_FOOTER):
+        st.divider()
+        left, right = st.columns(2)
+        if earlier:
+            left.page_link(earlier.page, label=f"Previous: {earlier.title}", icon=":material/arrow_back:",
+                           query_params=carried)
+        next_link(lesson, carried, "Next", "The end of the path: back to Home", right)
+        st.caption(progress_sentence(done) + " The links above keep your place: bookmark one to come back to it.")
 
 
 def next_link(lesson: registry.Lesson, carried: dict[str, str] | None, next_words: str, end_words: str,
@@ -104,15 +114,18 @@ def check_yourself(step_name: str, questions: list[quiz.Question], heading: str 
     Show the answer reveals it (for a teacher asking the room, too). While this session runs a live class, each
     has "Ask the room" too, and the question the room is asked has its answers under it (lmviz.app.live)."""
     lesson = registry.find(step_name)
-    st.subheader(heading)
-    st.caption("Questions made from the numbers on this page as it is now: change the input and they change. "
-               + quiz.tolerance_rule(questions))
-    room = live.teacher_room()
-    asked_key = live.asked_key(room, lesson.url_path) if room else None
-    for question in questions:
-        _ask(lesson.key(question.key), question, (room, lesson.url_path) if room else None)
-        if question.key == asked_key:
-            live.asked_view(room)
+    # a key of its own for each heading: Your sentence asks its prediction apart from its other questions
+    slug = re.sub(r"\W+", "-", heading.lower())
+    with st.container(key=f"{CHECK_YOURSELF}-{slug}"):
+        st.subheader(heading)
+        st.caption("Questions made from the numbers on this page as it is now: change the input and they change. "
+                   + quiz.tolerance_rule(questions))
+        room = live.teacher_room()
+        asked_key = live.asked_key(room, lesson.url_path) if room else None
+        for question in questions:
+            _ask(lesson.key(question.key), question, (room, lesson.url_path) if room else None)
+            if question.key == asked_key:
+                live.asked_view(room)
 
 
 def _ask(key: str, question: quiz.Question, room: tuple[str, str] | None = None) -> None:
@@ -122,6 +135,8 @@ def _ask(key: str, question: quiz.Question, room: tuple[str, str] | None = None)
     last = f"quiz-last-{key}"
     with st.form(f"quiz-{key}"):
         st.text(question.ask)
+        if numbers_hidden():  # the working above is folded: the numbers the question needs come with it
+            live.question_table(question)
         if question.choices:
             given = st.radio("Your answer", question.choices, index=None, key=f"quiz-answer-{key}",
                              format_func=escape_markdown)

@@ -9,7 +9,7 @@ from typing import Callable
 
 import streamlit as st
 
-from lmviz.app.chrome import RESULT_PANEL, chart_font_px, hide_numbers_button
+from lmviz.app.chrome import FOLDED_NOTE, RESULT_PANEL, chart_font_px, hide_numbers_button, numbers_hidden
 from lmviz.core.labels import Branch
 from lmviz.core.numbers import fmt_prob
 from lmviz.core.text import escape_markdown
@@ -24,6 +24,8 @@ def result_panel():
     With it, the button (or the key H) that hides its numbers while the room is asked (lmviz.app.chrome.hide_numbers),
     at the top of the screen."""
     hide_numbers_button()
+    if numbers_hidden():  # above the panel, whose height does not change
+        st.caption(FOLDED_NOTE)
     return st.container(key=RESULT_PANEL)
 
 

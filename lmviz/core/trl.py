@@ -26,7 +26,9 @@ class TrlGrpo:
     beta: float = 0.0  # no KL term and no reference model at all
     epsilon: float = 0.2  # the clip's lower bound, 1 − ε; and its upper one, 1 + ε, while epsilon_high is None
     epsilon_high: float | None = None  # None: epsilon, a symmetric clip
-    scale_rewards: str = "group"  # ÷ the group's sample std (nanstd: Bessel's correction), + std_eps
+    # R − the group's mean, then "group": ÷ (the group's std + std_eps), the std nanstd's, with Bessel's correction;
+    # "batch": ÷ (the std of every reward of the batch + std_eps); "none": no division (GRPOTrainer's three values)
+    scale_rewards: str = "group"
     std_eps: float = 1e-4  # added to the std before dividing: (r − mean) / (std + 1e-4)
     num_iterations: int = 1  # μ, updates per generated batch: with 1, every ratio the loss sees is exactly 1
     importance_sampling_level: str = TOKEN
@@ -58,3 +60,17 @@ class TrlPreference:
 
 
 PREFERENCE = TrlPreference()
+
+
+@dataclass(frozen=True)
+class TrlDistillation:
+    """The distillation trainers' β and τ: DistillationConfig (trl/trainer/distillation_config.py) and the
+    experimental GKDConfig (trl/experimental/gkd/gkd_config.py). Both trainers' β picks the divergence as TRL's
+    generalized_jsd_loss does: 0 the forward KL, 1 the reverse KL, between them the generalized JSD."""
+    version: str = "1.16.0"
+    beta: float = 1.0  # DistillationConfig.beta: DistillationTrainer's loss is the reverse KL by default
+    temperature: float = 1.0  # DistillationConfig.temperature: for sampling and for the loss alike
+    gkd_beta: float = 0.5  # GKDConfig.beta (trl.experimental.gkd), as generalized_jsd_loss's own default
+
+
+DISTILLATION = TrlDistillation()

@@ -78,12 +78,19 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                        "the same pass. Scored in one pass, token t of a text is predicted from all t before it; "
                        "scored in windows, from only those before it in its own window, and its −log p is then "
                        "usually higher."),
+    # transformers 5.24: GPT2Model.wpe is nn.Embedding(max_position_embeddings, …), n_positions by another name
+    # (models/gpt2); LlamaRotaryEmbedding.forward computes its cos and sin from any position_ids (models/llama);
+    # utils/auto_docstring.py: max_position_embeddings is "The maximum sequence length that this model might ever be
+    # used with."
     "window": (("window", "windows"),
-               "The tokens a model reads in one forward pass, when a text is longer than it can read at once (its "
-               "position embeddings run out) or is cut on purpose: the text is scored window by window, and a "
-               "token sees only the tokens before it in its own window. lm-evaluation-harness's window of N tokens "
-               "is the N tokens the model reads; in the loop of Hugging Face's perplexity guide, the last of a "
-               "window's max_length tokens is only a label, so a token has at most max_length − 1 of context."),
+               "The tokens a model reads in one forward pass, when a text is longer than it reads at once or is cut "
+               "on purpose: the text is scored window by window, and a token sees only the tokens before it in its "
+               "own window. lmviz reads a model's limit from its config: GPT-2's learned position embeddings end "
+               "at its n_positions; rotary position embeddings, SmolLM2's, are computed for any position, and its "
+               "max_position_embeddings is the longest sequence it is meant to be used with. lm-evaluation-harness's "
+               "window of N tokens is the N tokens the model reads; in the loop of Hugging Face's perplexity guide, "
+               "the last of a window's max_length tokens is only a label, so a token has at most max_length − 1 of "
+               "context."),
     "stride": (("stride",),
                "How many tokens one window starts after the one before it, in the loop of Hugging Face's perplexity "
                "guide: with a stride smaller than the window, windows overlap, each scores only the tokens the one "
@@ -246,9 +253,13 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
     "ratio": (("ratio", "ratios"),
               "PPO's and GRPO's importance ratio, r = π_θ(token) / π_old(token) = e^(log π_θ − log π_old): how much "
               "more likely the policy being trained makes a token than the policy that sampled it did. At the "
-              "first update on a group the two are the same weights and every ratio is exactly 1; it moves away "
-              "from 1 only when the same answers are used for another update (TRL's num_iterations, by default "
-              f"{TRL.num_iterations}). GSPO (Zheng et al. 2025) takes one ratio per answer instead, e to the mean of "
+              "first update on a group the two are the same weights and every ratio is exactly 1. It leaves 1 once "
+              "the weights have taken an optimizer step since the answers were sampled: when the same answers are "
+              "used for another update (TRL's num_iterations, by default "
+              f"{TRL.num_iterations}), or when one generation is split over several optimizer steps (TRL's "
+              "steps_per_generation, which defaults to gradient_accumulation_steps: TRL computes π_old's "
+              "log-probabilities whenever gradient_accumulation_steps is not a multiple of steps_per_generation × "
+              "num_iterations). GSPO (Zheng et al. 2025) takes one ratio per answer instead, e to the mean of "
               "its tokens' log-ratios."),
     "clip": (("clip", "clipped", "clip fraction"),
              f"PPO's clip(r, 1 − ε, 1 + ε): the ratio held inside a range around 1 (ε = {TRL.epsilon:g} by default "
@@ -335,19 +346,22 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
               "under cispo, whose docs recommend 5)."),
     "IPO": (("IPO",),
             "Identity preference optimisation (Azar et al. 2023), one of TRL's DPO loss types: with h the difference "
-            "between the chosen and the rejected answer's log π − log π_ref, each divided by its answer's tokens, "
-            "the loss is (h − 1/(2β))². It stops pushing once the margin reaches 1/(2β), where DPO's −log σ(β·h) "
-            "keeps rewarding a larger one."),
+            "between the chosen and the rejected answer's log π − log π_ref, the loss is (h − 1/(2β))². TRL's "
+            "DPOTrainer first divides each log-ratio by its answer's tokens, a normalisation its code says the IPO "
+            "paper does not discuss explicitly. It stops pushing once the margin reaches 1/(2β), where DPO's "
+            "−log σ(β·h) keeps rewarding a larger one."),
     "SimPO": (("SimPO",),
               "Simple preference optimisation (Meng et al. 2024): −log σ(β · (the chosen answer's mean log p per token "
-              "− the rejected one's) − γ), with no reference model and a target margin γ. TRL computes it in its "
-              "CPOTrainer, whose CPOConfig has β 0.1, γ 0.5 and cpo_alpha 1.0 by default: it adds cpo_alpha × the "
-              "chosen answer's NLL unless cpo_alpha is set to 0."),
+              "− the rejected one's) − γ), with no reference model, a target margin γ and no NLL term; its paper "
+              "trains with β from 2 to 10. TRL computes it in its CPOTrainer, whose CPOConfig has β 0.1, γ 0.5 and "
+              "cpo_alpha 1.0 by default: it adds cpo_alpha × the chosen answer's NLL unless cpo_alpha is set to 0, "
+              "and TRL's docs call SimPO with that NLL added CPO-SimPO."),
     "ORPO": (("ORPO",),
              "Odds ratio preference optimisation (Hong et al. 2024): the chosen answer's NLL plus λ × "
              "−log σ(log(odds(chosen) / odds(rejected))), where odds(y) = p / (1 − p) and p is the answer's mean "
              "probability per token (e to its mean log p). Fine-tuning and preference in one loss, with no reference "
-             "model; TRL's ORPOConfig has λ = beta = 0.1."),
+             "model; TRL's ORPOConfig has λ = beta = 0.1, and its ORPOTrainer averages the NLL over the prompt's "
+             "tokens as well as the answer's."),
     "KTO": (("KTO",),
             "Kahneman–Tversky optimisation (Ethayarajh et al. 2024): each answer is labelled desirable or not, with "
             "no pair needed. With r = log π − log π_ref of the answer and a reference point z₀, a desirable answer "
@@ -409,7 +423,8 @@ LESSON_TERMS: dict[str, tuple[str, ...]] = {
     "bert-loss": ("label", "[CLS] / [SEP] / [MASK]", "MLM weight / NSP weight"),
     "train": ("token", "nats", "perplexity", "unigram entropy", "entropy"),
     "bpb": ("token", "label", "log-probability", "nats", "perplexity", "UTF-8", "byte piece", "bits per byte",
-            "byte perplexity", "word perplexity", "BOS / EOS", "context length", "window", "stride"),
+            "byte perplexity", "word perplexity", "BOS / EOS", "context length", "window", "stride",
+            "[CLS] / [SEP] / [MASK]"),
 }
 
 

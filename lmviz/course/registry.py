@@ -129,7 +129,7 @@ PATH = (
     # after Chat fine-tuning loss: its summed log-probabilities and DPO are what the policy ratio and the reward
     # model's Bradley-Terry loss are built from
     Lesson("grpo", "grpo", "RL fine-tuning (GRPO)",
-           "Reinforcement learning from rewards: GRPO, PPO's clip, the KL and the reward model",
+           "RL fine-tuning (GRPO): rewards, PPO's clip, the KL and the reward model",
            ":material/emoji_events:",
            "how reinforcement learning fine-tunes a model from rewards: a group's advantages, the clipped ratio, the "
            "KL to a reference, the ways the loss is averaged, and the reward model's loss", CAUSAL,

@@ -9,11 +9,14 @@ and 2^bpb is the byte perplexity. Two conventions are in use, and this module co
 -ln p, each token's with its context length:
 
 - lm-evaluation-harness's: a prefix token before the text, so that every token of the text is predicted; the
-  bytes of the whole document, ``len(text.encode("utf-8"))``; words by ``re.split(r"\\s+", text)``;
+  bytes of the whole document, ``len(text.encode("utf-8"))``; words by ``re.split(r"\\s+", text)``. lmviz scores
+  the text's own tokens; lm-evaluation-harness 0.4.13 scores the text as the tokenizer encodes it by default, with
+  whatever special tokens that adds (``harness_encoding``), and reads as many tokens at once as the model's config
+  allows (``harness_max_length``);
 - nanochat's: the bytes of the predicted tokens only, each token's own; a special token counts 0 bytes and its
-  -ln p is left out of the sum. A token's bytes are read from its piece (``lmviz.core.text.token_bytes``):
-  counted after decoding the token to text, a piece of a character counts U+FFFD's three bytes instead
-  (``decoded_bytes``), and bpb looks better than it is.
+  -ln p is left out of the sum. A token's bytes are read from its piece (``lmviz.core.text.token_bytes``).
+  Counted after decoding the token to text alone, as nanochat did before its commit 2ce972a (``decoded_bytes``),
+  each broken piece of a character counts as U+FFFD's three bytes, and bpb looks better than it is.
 
 A text longer than a model reads at once is scored in windows. ``harness_windows`` are lm-evaluation-harness's
 rolling windows (each new one conditioned on the last token of the one before), ``strided_windows`` the loop of
@@ -27,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 
 import torch
@@ -37,6 +41,9 @@ from lmviz.errors import LearnerError, NothingToScore
 from lmviz.lessons.causal_lm import length_limit, seconds_since
 
 LN2 = math.log(2)
+# lm-evaluation-harness 0.4.13's lm_eval/models/utils.py: TOKENIZER_INFINITY, a tokenizer's model_max_length when
+# it names none, and DEFAULT_MAX_LENGTH, what resolve_max_length falls back to
+TOKENIZER_INFINITY, HARNESS_DEFAULT_MAX_LENGTH = 1000000000000000019884624838656, 2048
 MAX_TEXT_TOKENS = 4096  # one text's tokens, however many windows a model needs to read them
 DEFAULT_WINDOW, DEFAULT_STRIDE = 32, 16  # small on purpose: a paragraph then needs several windows
 MIN_WINDOW = 2  # a window of one token would predict nothing in the guide's loop (its one token is only a label)
@@ -74,9 +81,46 @@ def harness_words(text: str) -> int:
     return len(re.split(r"\s+", text))
 
 
+def harness_max_length(model, tokenizer) -> tuple[int, str]:
+    """How many tokens lm-evaluation-harness 0.4.13 reads at once with this model, and where it read that: its
+    HFLM.max_length calls resolve_max_length (lm_eval/models/utils.py), which takes the first of n_positions,
+    max_position_embeddings and n_ctx in the config (its text_config, where it has one), else the tokenizer's
+    model_max_length unless that is TOKENIZER_INFINITY, else DEFAULT_MAX_LENGTH."""
+    config = getattr(model.config, "text_config", None) or model.config
+    for name in ("n_positions", "max_position_embeddings", "n_ctx"):
+        if getattr(config, name, None) is not None:
+            return int(getattr(config, name)), f"{name} in the model's config"
+    limit = getattr(tokenizer, "model_max_length", None)
+    if limit is not None and limit != TOKENIZER_INFINITY:
+        return int(limit), "the tokenizer's model_max_length"
+    return HARNESS_DEFAULT_MAX_LENGTH, "its default: neither the config nor the tokenizer names a length"
+
+
+def harness_encoding(tokenizer, text: str) -> list[int]:
+    """The tokens lm-evaluation-harness 0.4.13 scores for ``text``: loglikelihood_rolling encodes it with HFLM's
+    tok_encode (lm_eval/models/huggingface.py), which, add_bos_token unset, calls ``tokenizer.encode(text)`` with
+    the tokenizer's own default special tokens ([CLS] … [SEP] for a BERT-style tokenizer), or none when the text
+    already begins with the prefix token's text (has_bos_prefix)."""
+    text = valid_text(text)
+    starts = text.startswith(tokenizer.decode([harness_prefix_id(tokenizer)]))
+    return tokenizer.encode(text, add_special_tokens=not starts, verbose=False)
+
+
+def added_by_default(tokenizer, text: str) -> tuple[list[int], list[int]]:
+    """The special tokens a tokenizer's defaults put before and after a text's own tokens (its post-processor's):
+    ``tokenizer.encode(text)`` against the same with ``add_special_tokens=False``."""
+    own = tokenizer.encode(valid_text(text), add_special_tokens=False, verbose=False)
+    full = tokenizer.encode(valid_text(text), verbose=False)
+    for before in range(len(full) - len(own) + 1):
+        if full[before:before + len(own)] == own:
+            return full[:before], full[before + len(own):]
+    raise AssertionError("the tokenizer's default special tokens are not around the text's own tokens")
+
+
 def decoded_bytes(tokenizer, token_id: int) -> int:
-    """A token's bytes counted the wrong way: decode it to text alone, then count that text's UTF-8 bytes. A token
-    holding part of a character decodes to U+FFFD (3 bytes) however many of the character's bytes it holds."""
+    """A token's bytes counted the wrong way: decode it to text alone, then count that text's UTF-8 bytes.
+    Decoding writes one U+FFFD (3 bytes) for the start of a character the token cuts short, and one for each byte
+    of a character begun in an earlier token, as Python's ``bytes.decode("utf-8", errors="replace")`` does."""
     return len(tokenizer.decode([token_id]).encode("utf-8"))
 
 
@@ -135,8 +179,8 @@ def strided_windows(length: int, window: int, stride: int) -> list[Window]:
 
 def check_window(window: int, stride: int, longest: int) -> None:
     if not MIN_WINDOW <= window <= longest:
-        raise BadWindow(f"The window must be {MIN_WINDOW} to {longest:,} tokens (the most this model reads at once); "
-                        f"it is {window:,}.")
+        raise BadWindow(f"The window must be {MIN_WINDOW} to {longest:,} tokens (the most lmviz reads at once with "
+                        f"this model); it is {window:,}.")
     if not 1 <= stride <= window:
         raise BadWindow(f"The stride must be 1 to the window's {window:,} tokens; it is {stride:,}. A stride longer "
                         "than the window would skip the tokens between two windows.")
@@ -241,7 +285,7 @@ class ByteRow:
     token_id: int
     raw: str | None  # its bytes in hex ("" for a special token); None where the tokenizer's tokens are not bytes
     byte_count: int | None  # len of those bytes
-    decoded: str  # the token decoded alone: U+FFFD where it holds part of a character
+    decoded: str  # the token decoded alone: a U+FFFD for each broken piece of a character it holds
     decoded_byte_count: int  # the decoding bug's count: len(decode([id]).encode("utf-8")); 0 for a special token
     special: bool
     context: int  # how many tokens it was predicted from
@@ -295,7 +339,8 @@ class PerByte:
                 "byte_perplexity": self.byte_perplexity, "word_perplexity": self.word_perplexity}
 
 
-HARNESS, NANOCHAT, DECODED = "lm-evaluation-harness", "nanochat", "bytes counted after decoding each token"
+HARNESS, NANOCHAT, DECODED = "lm-evaluation-harness", "nanochat", "nanochat before 2ce972a: decoded bytes"
+HARNESS_AS_RUN = "lm-evaluation-harness 0.4.13, its own tokens"
 
 
 @dataclass
@@ -311,9 +356,16 @@ class BitsPerByte:
     unknown_tokens: int  # how many of the text's tokens are the tokenizer's unknown token
     lowercases: bool  # whether the tokens, decoded, are the text in lower case: a normaliser lowercased it
     text_bytes: int  # len(text.encode("utf-8"))
-    window: int  # the most tokens the model reads at once: lm-evaluation-harness's window for this text
-    windows: int  # how many windows that took
+    window: int  # the most tokens lmviz reads at once with this model (lmviz.lessons.causal_lm.length_limit)
+    window_reason: str  # why: the model's limit or lmviz's
+    windows: int  # how many windows of lm-evaluation-harness's kind that took
+    harness_window: int  # the most tokens lm-evaluation-harness 0.4.13 reads at once with this model
+    harness_window_from: str  # where it reads that (harness_max_length)
     harness: PerByte
+    # the text scored as lm-evaluation-harness 0.4.13 encodes it, in lmviz's windows; None where those tokens are
+    # lmviz's own. added: the tokens of that encoding that lmviz's has not (readable), [CLS] and [SEP] for BERT's
+    as_run: PerByte | None
+    added: list[str]
     nanochat: PerByte | None  # None where the tokenizer's tokens are not bytes: only the document's are defined
     decoded: PerByte | None  # nanochat's sums with each token's bytes counted after decoding it (byte-level only)
     device: str
@@ -324,9 +376,9 @@ class BitsPerByte:
         return [r for r in self.rows if r.special]
 
     def to_dict(self) -> dict:
-        return {**{k: v for k, v in asdict(self).items() if k not in ("harness", "nanochat", "decoded")},
+        return {**{k: v for k, v in asdict(self).items() if k not in ("harness", "nanochat", "decoded", "as_run")},
                 "harness": self.harness.to_dict(), "nanochat": self.nanochat and self.nanochat.to_dict(),
-                "decoded": self.decoded and self.decoded.to_dict()}
+                "decoded": self.decoded and self.decoded.to_dict(), "as_run": self.as_run and self.as_run.to_dict()}
 
 
 def lowercased(tokenizer, text: str, ids: list[int]) -> bool:
@@ -371,11 +423,12 @@ def per_byte(rows: list[ByteRow], text: str, byte_level: bool,
 
 def bits_per_byte(loaded, text: str, end_token: bool = False) -> BitsPerByte:
     """``text``'s bits per byte under ``loaded`` (a lmviz.models.loading.LoadedModel): the prefix token, the text
-    (and the end-of-text token, when asked), scored in lm-evaluation-harness's windows of the most tokens the model
-    reads at once (one pass, when the text fits), and each predicted token's bytes."""
+    (and the end-of-text token, when asked), scored in lm-evaluation-harness's windows of the most tokens lmviz
+    reads at once with the model (one pass, when the text fits), and each predicted token's bytes; and the text
+    as lm-evaluation-harness 0.4.13 encodes it, where that differs, scored in the same windows."""
     tokenizer = loaded.tokenizer
     ids = encode_for_bpb(loaded, text, end_token)
-    window = length_limit(loaded.model)[0]
+    window, window_reason = length_limit(loaded.model)
     start = time.perf_counter()
     scoring = score_windows(loaded.model, ids, harness_windows(len(ids), window), HARNESS)
     seconds = seconds_since(start, loaded.device)
@@ -392,36 +445,50 @@ def bits_per_byte(loaded, text: str, end_token: bool = False) -> BitsPerByte:
             special=ids[t] in special, context=scoring.context[t], nll=scoring.nll[t]))
     harness, nanochat, decoded = per_byte(rows, text, byte_level, end_token)
     text_ids = ids[1:-1] if end_token else ids[1:]
+    their_ids = harness_encoding(tokenizer, text)
+    as_run = None
+    if their_ids != text_ids:
+        run = score_windows(loaded.model, [ids[0], *their_ids], harness_windows(len(their_ids) + 1, window),
+                            HARNESS_AS_RUN)
+        as_run = PerByte(HARNESS_AS_RUN, run.scored, run.nats, harness.bytes, harness.words)
+    added = (Counter(their_ids) - Counter(text_ids)).elements()  # in the order of their first use
+    harness_window, harness_window_from = harness_max_length(loaded.model, tokenizer)
     return BitsPerByte(
         model=loaded.name, text=text, prefix=readable_token(tokenizer, ids[0]), prefix_id=ids[0],
         end=readable_token(tokenizer, ids[-1]) if end_token else None, rows=rows,
         reads_bytes=byte_level, keeps_text=tokenizer.decode(text_ids) == valid_text(text),
         unknown_tokens=sum(i == tokenizer.unk_token_id for i in text_ids),
         lowercases=lowercased(tokenizer, text, text_ids),
-        text_bytes=len(text.encode("utf-8")), window=window, windows=len(scoring.windows),
-        harness=harness, nanochat=nanochat, decoded=decoded, device=loaded.device, forward_seconds=seconds)
+        text_bytes=len(text.encode("utf-8")), window=window, window_reason=window_reason,
+        windows=len(scoring.windows), harness_window=harness_window, harness_window_from=harness_window_from,
+        harness=harness, nanochat=nanochat, decoded=decoded,
+        as_run=as_run, added=[readable_token(tokenizer, i) for i in added],
+        device=loaded.device, forward_seconds=seconds)
 
 
 # ---------------------------------------------------------------------------------------------- windows, three ways
 
 @dataclass
 class Windowed:
-    """One text scored three ways with the same prefix: lm-evaluation-harness's rolling windows, the perplexity
-    guide's strided loop, and one pass (None when the text is longer than the model reads at once)."""
+    """One text scored three ways after the same prefix token, lm-evaluation-harness's: its rolling windows, the
+    perplexity guide's strided loop, and one pass (None when the text is longer than lmviz reads at once)."""
 
     model: str
     tokens: list[str]  # the scored sequence, readable; 0 is the prefix token
     window: int
     stride: int
-    longest: int  # the most tokens the model reads at once
+    longest: int  # the most tokens lmviz reads at once with this model
+    # what the tokenizer's defaults put before the text (readable): what the guide's own loop reads first; it
+    # encodes with them (encodings = tokenizer("\n\n".join(test["text"]), return_tensors="pt")) and puts no prefix
+    before: list[str]
     harness: Scoring
     strided: Scoring
     whole: Scoring | None
 
     def to_dict(self) -> dict:
         return {"model": self.model, "tokens": self.tokens, "window": self.window, "stride": self.stride,
-                "longest": self.longest, "harness": self.harness.to_dict(), "strided": self.strided.to_dict(),
-                "whole": self.whole and self.whole.to_dict()}
+                "longest": self.longest, "before": self.before, "harness": self.harness.to_dict(),
+                "strided": self.strided.to_dict(), "whole": self.whole and self.whole.to_dict()}
 
 
 def windowed(loaded, text: str, window: int = DEFAULT_WINDOW, stride: int = DEFAULT_STRIDE) -> Windowed:
@@ -431,10 +498,11 @@ def windowed(loaded, text: str, window: int = DEFAULT_WINDOW, stride: int = DEFA
     longest = length_limit(loaded.model)[0]
     check_window(window, stride, longest)
     ids = encode_for_bpb(loaded, text)
-    model = loaded.model
+    model, tokenizer = loaded.model, loaded.tokenizer
     return Windowed(
-        model=loaded.name, tokens=[readable_token(loaded.tokenizer, i) for i in ids], window=window, stride=stride,
-        longest=longest, harness=score_windows(model, ids, harness_windows(len(ids), window), HARNESS),
+        model=loaded.name, tokens=[readable_token(tokenizer, i) for i in ids], window=window, stride=stride,
+        longest=longest, before=[readable_token(tokenizer, i) for i in added_by_default(tokenizer, text)[0]],
+        harness=score_windows(model, ids, harness_windows(len(ids), window), HARNESS),
         strided=score_windows(model, ids, strided_windows(len(ids), window, stride), "perplexity guide"),
         whole=score_windows(model, ids, whole(len(ids)), "one pass") if len(ids) - 1 <= longest else None)
 

@@ -666,8 +666,15 @@ def dpo_from_comparisons(policy: AnswerComparison, reference: AnswerComparison, 
 
 # --- the preference losses beside DPO, from the same sums and token counts ---------------------------------
 
-# TRL's defaults (lmviz.core.trl): SimPO is CPOConfig's loss_type="simpo", which adds an NLL term by default
+# TRL's defaults (lmviz.core.trl). TRL computes SimPO in its CPOTrainer, with CPOConfig(loss_type="simpo"), and adds
+# cpo_alpha × the chosen answer's NLL to it, skipped only at cpo_alpha = 0 (trl/experimental/cpo/cpo_trainer.py,
+# concatenated_forward and get_batch_loss_metrics: losses.mean() + self.cpo_alpha * policy_nll_loss). CPOConfig's
+# cpo_alpha is 1.0 by default. TRL's docs (docs/source/cpo_trainer.md in its repository, not in the wheel) call
+# loss_type="simpo" with cpo_alpha=0.0 SimPO, and with a non-zero cpo_alpha CPO-SimPO
 SIMPO_BETA, SIMPO_GAMMA, CPO_ALPHA = PREFERENCE.cpo_beta, PREFERENCE.simpo_gamma, PREFERENCE.cpo_alpha
+# The β the SimPO paper's own runs use (Meng et al. 2024; its authors' README, princeton-nlp/SimPO: 2.0 or 2.5 in the
+# preprint, 10 for later models), far above CPOConfig's 0.1, which the page takes: a fact about the paper, not TRL
+SIMPO_PAPER_BETA = (2.0, 10.0)
 ORPO_LAMBDA = PREFERENCE.orpo_beta
 KTO_BETA = PREFERENCE.kto_beta
 KTO_DESIRABLE_WEIGHT, KTO_UNDESIRABLE_WEIGHT = PREFERENCE.kto_desirable_weight, PREFERENCE.kto_undesirable_weight
@@ -681,16 +688,17 @@ def sigmoid(x: float) -> float:
 class PreferenceLosses:
     """IPO, SimPO, ORPO and KTO on one pair, each from the sums of log p and the token counts DPO uses."""
 
-    chosen_mean_logratio: float  # (log π − log π_ref)(chosen) / its tokens: IPO's per-token mean
+    chosen_mean_logratio: float  # (log π − log π_ref)(chosen) / its tokens: TRL's IPO takes per-token means
     rejected_mean_logratio: float
     ipo_margin: float  # the difference of the two: what IPO pulls towards 1/(2β)
     ipo: float  # (ipo_margin − 1/(2β))², β the page's DPO β
     chosen_mean_logp: float  # log π(chosen) / its tokens: SimPO's and ORPO's length-normalised log-probability
     rejected_mean_logp: float
-    simpo_preference: float  # −log σ(β_S (chosen_mean_logp − rejected_mean_logp) − γ)
-    simpo: float  # simpo_preference + α·(−chosen_mean_logp): TRL's CPOTrainer with loss_type="simpo"
+    simpo: float  # −log σ(β_S (chosen_mean_logp − rejected_mean_logp) − γ): the SimPO paper's loss, no NLL term;
+    #               TRL's CPOTrainer with loss_type="simpo" and cpo_alpha=0
+    cpo_simpo: float  # simpo + α·(−chosen_mean_logp): the same with CPOConfig's default cpo_alpha, CPO-SimPO
     log_odds: float  # log(odds(chosen) / odds(rejected)), odds(y) = p / (1 − p), p = e^(mean log p)
-    orpo: float  # −chosen_mean_logp + λ·(−log σ(log_odds))
+    orpo: float  # −chosen_mean_logp + λ·(−log σ(log_odds)); TRL's ORPOTrainer averages its NLL over the prompt too
     z0: float  # KTO's reference point
     kto_chosen: float  # w_D·(1 − σ(β_K (r_chosen − z0))), r = log π − log π_ref summed
     kto_rejected: float  # w_U·(1 − σ(β_K (z0 − r_rejected)))
@@ -702,11 +710,14 @@ def preference_losses(policy_chosen_logps: float, policy_rejected_logps: float, 
                       beta: float = DEFAULT_BETA, z0: float = 0.0) -> PreferenceLosses:
     """The four losses TRL offers beside DPO's, on one pair:
 
-    - IPO (Azar et al. 2023; DPOConfig loss_type="ipo"): (h − 1/(2β))², h the difference of the answers' per-token
-      mean log-ratios; a squared distance to a target, where DPO's sigmoid keeps pushing.
+    - IPO (Azar et al. 2023; DPOConfig loss_type="ipo"): (h − 1/(2β))², h the difference of the answers'
+      log-ratios, each divided by its answer's tokens as TRL's DPOTrainer does (its code says the paper does not
+      discuss this normalisation explicitly); a squared distance to a target, where DPO's sigmoid keeps pushing.
     - SimPO (Meng et al. 2024; CPOConfig loss_type="simpo"): −log σ(β (mean log π(chosen) − mean log π(rejected))
-      − γ), no reference model, a margin γ; TRL's CPOTrainer adds α × the chosen answer's NLL by default.
-    - ORPO (Hong et al. 2024): the chosen answer's NLL + λ·(−log σ(log odds ratio)), no reference model.
+      − γ), no reference model, a margin γ, no NLL term. TRL's CPOTrainer adds α × the chosen answer's NLL unless
+      cpo_alpha = 0; with CPOConfig's default α that is CPO-SimPO.
+    - ORPO (Hong et al. 2024): the chosen answer's NLL + λ·(−log σ(log odds ratio)), no reference model; the NLL is
+      over the answer's tokens here, where TRL's ORPOTrainer averages it over the prompt's as well.
     - KTO (Ethayarajh et al. 2024): each answer on its own against a reference point z0 (TRL estimates it from
       mismatched prompt–answer pairs, clamped at 0): 1 − σ(β (r − z0)) for a desirable one, 1 − σ(β (z0 − r)) for
       an undesirable one, r = log π − log π_ref summed over the answer.
@@ -722,7 +733,7 @@ def preference_losses(policy_chosen_logps: float, policy_rejected_logps: float, 
     rejected_ratio = (policy_rejected_logps - reference_rejected_logps) / rejected_tokens
     margin = chosen_ratio - rejected_ratio
     chosen_mean, rejected_mean = policy_chosen_logps / chosen_tokens, policy_rejected_logps / rejected_tokens
-    simpo_preference = minus_log_sigmoid(SIMPO_BETA * (chosen_mean - rejected_mean) - SIMPO_GAMMA)
+    simpo = minus_log_sigmoid(SIMPO_BETA * (chosen_mean - rejected_mean) - SIMPO_GAMMA)
 
     def log_odds_of(mean_logp: float) -> float:  # log(p / (1 − p)) with p = e^mean_logp < 1
         return mean_logp - math.log(-math.expm1(mean_logp))
@@ -735,6 +746,6 @@ def preference_losses(policy_chosen_logps: float, policy_rejected_logps: float, 
     return PreferenceLosses(
         chosen_mean_logratio=chosen_ratio, rejected_mean_logratio=rejected_ratio, ipo_margin=margin,
         ipo=(margin - 1 / (2 * beta)) ** 2, chosen_mean_logp=chosen_mean, rejected_mean_logp=rejected_mean,
-        simpo_preference=simpo_preference, simpo=simpo_preference + CPO_ALPHA * -chosen_mean, log_odds=log_odds,
+        simpo=simpo, cpo_simpo=simpo + CPO_ALPHA * -chosen_mean, log_odds=log_odds,
         orpo=-chosen_mean + ORPO_LAMBDA * minus_log_sigmoid(log_odds), z0=z0, kto_chosen=kto_chosen,
         kto_rejected=kto_rejected, kto=(kto_chosen + kto_rejected) / 2)

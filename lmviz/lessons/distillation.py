@@ -11,13 +11,15 @@ the whole vocabulary at each answer position (TRL's generalized_jsd_loss, GKD's 
 
 JSD_β tends to 0 as β goes to 0 or to 1 (M becomes one of the two), but TRL defines β = 0 as the forward KL and β = 1
 as the reverse KL, so the loss jumps at both ends (``jsd_formula`` is the formula alone, ``generalized_jsd`` TRL's).
-A temperature τ divides both models' logits; Hinton's distillation multiplies the loss by τ² so that its gradient
-keeps its size as τ grows (DistilBERT does; TRL's trainers do not).
+A temperature τ divides both models' logits. Where τ is large against the gaps between a position's logits, the
+loss's gradient shrinks about as 1/τ², and Hinton's distillation multiplies the loss by τ² to keep its size
+(DistilBERT does; TRL's trainers do not); at smaller τ no such rule holds, and the loss can even grow with τ.
 
 ``hard_and_soft`` puts hard distillation (the cross-entropy of the student on the teacher's greedy answer: SFT on
 teacher text) beside the soft loss on the same tokens. ``on_policy_step`` samples answers from the student, lets the
-teacher score them, and takes one SGD step on a private copy with each token's advantage −(log π_S − log π_T), the
-per-token reverse KL (Thinking Machines' on-policy distillation): the shared model never changes.
+teacher score them, and takes one SGD step on a private copy with each token's advantage −(log π_S − log π_T):
+log π_S − log π_T at the drawn token is a one-sample estimate of the reverse KL at that position, whose exact value
+is the sum over the whole vocabulary (Thinking Machines' on-policy distillation). The shared model never changes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from lmviz.core.text import readable_token, valid_text
+from lmviz.core.trl import DISTILLATION
 from lmviz.errors import NothingToScore
 from lmviz.lessons.causal_lm import length_limit, seconds_since
 from lmviz.lessons.chat_loss import ChatTemplateError, NoChatTemplate
@@ -40,7 +43,9 @@ DEFAULT_QUESTION = "What is the capital of Australia?"
 DEFAULT_CONTEXT = ("You answer in one short sentence. The capital of Australia is Canberra, not Sydney, which is "
                    "its largest city.")
 DEFAULT_ANSWER = "The capital of Australia is Canberra."
-DEFAULT_BETA, DEFAULT_TEMPERATURE = 0.5, 1.0  # TRL's generalized_jsd_loss's defaults
+# β: the experimental GKDConfig's 0.5, the JSD itself (DistillationConfig's 1.0 is the reverse KL, one end of the
+# sweep); τ: DistillationConfig's
+DEFAULT_BETA, DEFAULT_TEMPERATURE = DISTILLATION.gkd_beta, DISTILLATION.temperature
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.5, 4.0
 TOP = 5  # the likeliest tokens shown per position, of each model
 TERMS = 4  # the largest terms of each sum written out per position
@@ -208,6 +213,7 @@ class Distillation:
     temperature: float
     loss: float  # mean of the positions' JSD_β, without τ²
     loss_t_squared: float  # the same × τ²
+    loss_at_1: float  # the same loss at τ = 1, for scale
     forward_kl: float  # means over the answer, at τ
     reverse_kl: float
     sweep: list  # [(β, TRL's JSD_β, the formula's JSD_β)], means over the answer
@@ -281,6 +287,7 @@ def score_answer(loaded, question: str, context: str, answer: str, beta: float =
             forward_terms=_largest_terms(tokenizer, t[n], s[n], teacher_first=True),
             reverse_terms=_largest_terms(tokenizer, s[n], t[n], teacher_first=False)))
     sweep = [(b, generalized_jsd(t, s, b).mean().item(), jsd_formula(t, s, b).mean().item()) for b in BETA_SWEEP]
+    loss_at_1 = generalized_jsd(t1, s1, beta).mean().item()
     norms = {}
     for name, tau, squared in (("plain", temperature, False), ("squared", temperature, True), ("one", 1.0, False)):
         logits = student_logits.clone().requires_grad_(True)
@@ -293,7 +300,8 @@ def score_answer(loaded, question: str, context: str, answer: str, beta: float =
         teacher_prompt=[readable_token(tokenizer, i) for i in teacher_prompt],
         student_prompt=[readable_token(tokenizer, i) for i in student_prompt], answer_ids=answer,
         positions=positions, beta=float(beta), temperature=float(temperature), loss=loss,
-        loss_t_squared=loss * temperature ** 2, forward_kl=forward.mean().item(), reverse_kl=reverse.mean().item(),
+        loss_t_squared=loss * temperature ** 2, loss_at_1=loss_at_1, forward_kl=forward.mean().item(),
+        reverse_kl=reverse.mean().item(),
         sweep=sweep, gradient_norm=norms["plain"], gradient_norm_t_squared=norms["squared"],
         gradient_norm_at_1=norms["one"], device=loaded.device, seconds=seconds)
 
@@ -361,8 +369,8 @@ class Sampled:
     tokens: list[str]
     logp_student: list[float]  # log π_S of each drawn token (what it was drawn with, τ = 1)
     logp_teacher: list[float]  # log π_T of the same tokens, after the context
-    advantages: list[float]  # −(log π_S − log π_T) per token
-    reverse_kl_before: list[float]  # KL(p_S ‖ p_T) over the whole vocabulary at each of its positions
+    advantages: list[float]  # −(log π_S − log π_T) per token: minus a one-sample estimate of the reverse KL there
+    reverse_kl_before: list[float]  # KL(p_S ‖ p_T) exactly, summed over the whole vocabulary, at each of its positions
     reverse_kl_after: list[float]  # the same, with the student after the step
 
 
@@ -375,7 +383,7 @@ class OnPolicy:
     answers: list[Sampled]
     loss: float  # −mean over tokens of (advantage × log π_S): what the step descends
     grad_norm: float
-    kl_before: float  # the mean over every drawn token of the reverse KL, before and after the step
+    kl_before: float  # the mean over every drawn token of the exact reverse KL, before and after the step
     kl_after: float
     seconds: float
     device: str
@@ -400,7 +408,8 @@ def _reverse_kls(student, student_prompt: list[int], answers: list[list[int]],
 
 def on_policy_loss(logp_student: torch.Tensor, logp_teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """−mean over the drawn tokens of A·log π_S, A = −(log π_S − log π_T) held fixed: its gradient is the policy
-    gradient with each token's reverse KL as its negative reward. (G, L) tensors; mask 1 on real tokens."""
+    gradient with each token's one-sample estimate of the reverse KL, log π_S − log π_T, as its negative reward.
+    (G, L) tensors; mask 1 on real tokens."""
     advantage = -(logp_student.detach() - logp_teacher)
     return -(advantage * logp_student * mask).sum() / mask.sum()
 

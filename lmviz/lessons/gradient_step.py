@@ -93,9 +93,14 @@ def check_steps(steps: int) -> int:
     return steps
 
 
-# transformers' TrainingArguments.max_grad_norm default: its Trainer clips every step's gradient to this norm.
-# Importing TrainingArguments takes seconds, so the page states it from here; a test reads the installed one
+# transformers' TrainingArguments defaults (transformers/training_args.py): its Trainer clips every step's gradient
+# to max_grad_norm with torch.nn.utils.clip_grad_norm_ (Trainer._clip_grad_norm, through accelerate), steps with
+# optim "adamw_torch_fused", torch.optim.AdamW(fused=True) (trainer_optimizer.py, _get_adamw_torch), at weight_decay
+# 0, and sets the rate by lr_scheduler_type "linear" after warmup_steps 0. Importing TrainingArguments takes seconds,
+# so the page states them from here; a test reads the installed ones
 TRAINER_MAX_GRAD_NORM = 1.0
+TRAINER_OPTIMIZER, TRAINER_WEIGHT_DECAY = "adamw_torch_fused", 0.0
+TRAINER_SCHEDULE, TRAINER_WARMUP_STEPS = "linear", 0
 
 
 def check_max_norm(max_norm: float | None) -> float | None:

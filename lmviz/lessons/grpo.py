@@ -8,13 +8,19 @@ arithmetic follow TRL's ``GRPOTrainer`` (``scale_rewards``, ``epsilon``/``epsilo
 ``importance_sampling_level``, ``loss_type``, ``use_bias_correction_kl``, ``num_iterations``); what TRL does by
 default is stated once, in ``TRL``. Where TRL's choice and a paper's differ, both are computed:
 
-- ``advantages``: r − mean (Dr. GRPO, TRL's scale_rewards="none"), ÷ the population std, ÷ the sample std
-  (TRL's "group": torch's unbiased std; DeepSeekMath writes "std" without saying which), TRL's 1e-4 optional;
+- ``advantages``: r − mean, ÷ the population std, ÷ the sample std (DeepSeekMath writes "std" without saying
+  which), TRL's 1e-4 optional. TRL's scale_rewards (GRPOTrainer._generate_and_score_completions, with its default
+  multi_objective_aggregation "sum_then_normalize") always subtracts the group's mean; "group", its default (True
+  means it too), then divides by the group's std + 1e-4, the std of TRL's nanstd (trl/trainer/utils.py), which
+  leaves NaN rewards out and applies Bessel's correction, as torch.std does; "batch" divides by that std over
+  every reward of the batch, every group together, + 1e-4 (not computed here: the page has one group); "none"
+  (False) divides by nothing: Dr. GRPO's r − mean;
 - ``clip_terms``: per token, the ratio r = exp(log π_θ − log π_old), r·A, clip(r, 1 − ε_low, 1 + ε_high)·A,
   which one the min takes, −min(...), and the k3 KL estimate, plain (DeepSeekMath) or times r (TRL's bias
-  correction); token-level ratios or GSPO's sequence-level one;
+  correction); token-level ratios or GSPO's sequence-level one; ``answer_ratios``: an answer's one ratio GSPO's
+  way (the geometric mean of its tokens' ratios) and RLOO's (their product);
 - ``aggregate``: five of the ways TRL's ``loss_type`` averages the per-token terms into one loss (its cispo,
-  sapo and vespo change the per-token term itself, and are named, not computed);
+  sapo and vespo change the per-token term itself: ``cispo`` computes cispo's; sapo and vespo are named only);
 - ``bradley_terry`` and ``dpo_as_bradley_terry``: the reward model's loss, and DPO as that same loss.
 
 The functions on plain numbers (``advantages``, ``group_loss``, ``bradley_terry``) return dataclasses whose
@@ -88,7 +94,9 @@ LOSS_TYPE_SOURCES = {
            "whatever its answer's length (TRL meant it for sequence-level ratios)",
 }
 TRL_OTHER_LOSS_TYPES = {
-    CISPO: "MiniMax-M1's: the ratio, capped above and detached, times A times log π_θ, in place of the clipped term",
+    CISPO: "MiniMax-M1's, in the form of ScaleRL (the paper TRL's epsilon_high help cites): the ratio, capped "
+           "above at ε_max and detached, times A times log π_θ, in place of the clipped term (MiniMax-M1's paper clips "
+           "that weight on both sides)",
     SAPO: "a smooth, temperature-controlled gate on the ratio in place of the hard clip",
     VESPO: "a smooth Gamma-shaped weight of the answer's ratio in place of the hard clip",
 }
@@ -416,6 +424,22 @@ def rescored(loss: GroupLoss, **settings) -> GroupLoss:
                 kl_bias_correction=loss.kl_bias_correction)
     return group_loss(rows["logp_new"], rows["logp_old"], loss.advantages,
                       logp_ref=rows["logp_ref"] if has_ref else None, **(kept | settings))
+
+
+@dataclass
+class AnswerRatio:
+    """One answer's one ratio, as the two trainers that give an answer a single ratio take it."""
+    log_ratios: list[float]  # log π_θ − log π_old of each of its tokens
+    gspo: float  # e^(their mean): the geometric mean of its tokens' ratios (TRL's importance_sampling_level="sequence")
+    rloo: float  # e^(their sum) = π_θ(answer) / π_old(answer), the product of its tokens' ratios (TRL's RLOOTrainer)
+
+
+def answer_ratios(loss: GroupLoss) -> list[AnswerRatio]:
+    """Each answer's ratio GSPO's way and RLOO's way, from ``loss``'s log π_θ and log π_old (at either level).
+    RLOOTrainer._compute_loss takes exp(Σ log π_θ − Σ log π_old) over the answer's tokens: GSPO's ratio to the
+    power of the answer's length."""
+    rows = [[t.logp_new - t.logp_old for t in answer] for answer in loss.tokens]
+    return [AnswerRatio(row, math.exp(math.fsum(row) / len(row)), math.exp(math.fsum(row))) for row in rows]
 
 
 def released_by_clip_higher(loss: GroupLoss) -> list[TokenTerms]:
@@ -920,3 +944,12 @@ def grpo_step(loaded, group: Group, advantages: list[float], lr: float = 1e-3, l
         grad_norm=done[0].grad_norm, weights=weights, answer_logps_before=[math.fsum(r) for r in old_rows],
         answer_logps_after=[math.fsum(r) for r in new_rows], seconds=seconds_since(start, loaded.device),
         device=loaded.device)
+
+
+def moved_against_advantage(step: GrpoStep) -> list[int]:
+    """The answers whose log π the updates moved against their advantage's sign (down with A > 0, up with A < 0):
+    the gradient raises a rewarded answer only to first order, and the weights the answers share can carry it the
+    other way over a finite step."""
+    return [i for i, (a, before, after) in enumerate(zip(step.advantages, step.answer_logps_before,
+                                                         step.answer_logps_after))
+            if a * (after - before) < 0]

@@ -7,9 +7,16 @@ import re
 import pytest
 import torch
 
+from lmviz.app import chrome
 from lmviz.core.labels import IGNORE_INDEX
 from lmviz.core.numbers import CHECK_DIGITS, fmt
-from lmviz.lessons.chat_loss import ANSWER, COMPLETION, EVERY, chat_tokens
+from lmviz.lessons import chat_loss
+from lmviz.lessons.chat_loss import (
+    ANSWER,
+    COMPLETION,
+    EVERY,
+    chat_tokens,
+)
 from tests.helpers import open_page
 
 
@@ -232,9 +239,48 @@ def test_the_preference_losses_beside_dpo_are_their_equations_on_the_pages_sums(
     expected = {
         "DPO": -F.logsigmoid(0.1 * ((pol_c - ref_c) - (pol_r - ref_r))),
         "IPO": (h - 1 / (2 * 0.1)) ** 2,
-        "SimPO (+ NLL)": -F.logsigmoid(0.1 * (mean_c - mean_r) - 0.5) - mean_c,
+        "SimPO": -F.logsigmoid(0.1 * (mean_c - mean_r) - 0.5),
+        "CPO-SimPO": -F.logsigmoid(0.1 * (mean_c - mean_r) - 0.5) - mean_c,
         "ORPO": -mean_c - 0.1 * F.logsigmoid(log_odds),
         "KTO": ((1 - torch.sigmoid(0.1 * (pol_c - ref_c))) + (1 - torch.sigmoid(-0.1 * (pol_r - ref_r)))) / 2,
     }
+    assert set(shown) == set(expected)
     for name, value in expected.items():  # float32 sums from two forwards: 5 decimals may differ by one in the last
         assert float(shown[name]) == pytest.approx(value.item(), abs=2e-5), name
+
+
+# --- the words on TRL's preference trainers; nothing that answers a question while the numbers are hidden -------
+
+def fold_text(at) -> str:
+    return next(t for t in texts(at) if t.startswith("- **IPO**"))
+
+
+def test_the_fold_says_which_simpo_the_page_shows_and_which_beta():
+    """What the words say of TRL is checked against TRL's code in tests/lessons/test_chat_loss_trl.py (the β and γ
+    are CPOConfig's, cpo_alpha 0 gives the paper's SimPO and the default adds the NLL, ORPOTrainer's NLL takes the
+    prompt in); here, that the page says it, with those constants."""
+    at = open_page("app_pages/chat_loss.py")
+    fold = fold_text(at)
+    low, high = chat_loss.SIMPO_PAPER_BETA
+    for words in (f"This page takes β = {chat_loss.SIMPO_BETA:g} and γ = {chat_loss.SIMPO_GAMMA:g}, the defaults of "
+                  "TRL's CPOConfig", f"the SimPO paper trains with a far larger β, from {low:g} to {high:g}",
+                  "The paper's loss has no NLL term. TRL adds cpo_alpha × the chosen answer's NLL unless cpo_alpha = 0",
+                  f"CPOConfig's default cpo_alpha = {chat_loss.CPO_ALPHA:g}", "what TRL's docs call CPO-SimPO",
+                  "TRL's ORPOTrainer averages it over the prompt's tokens as well as the answer's",
+                  "TRL divides each log-ratio by its answer's tokens first, a normalisation its code says the IPO "
+                  "paper does not discuss explicitly"):
+        assert words in fold, words
+    caption = next(t for t in texts(at) if t.startswith("DPO and IPO compare"))
+    assert "SimPO and ORPO use the policy alone and add" not in caption  # the issue's misleading sentence
+    assert (f"SimPO does not, and TRL adds it to SimPO unless cpo_alpha is 0 (its default is "
+            f"{chat_loss.CPO_ALPHA:g})") in caption
+
+
+def test_while_the_numbers_are_hidden_the_panels_help_leaves_the_count_out():
+    """A hidden metric's help still shows on hover (the working below folds away: tests/app/test_hidden_answers.py):
+    the answer-only count, the "count" question's answer, is left out of it while hidden, and there when shown."""
+    at = open_page("app_pages/chat_loss.py")
+    counted = at.metric[0].proto.help
+    assert re.search(r"\((\d+) labels\)\.$", counted), counted
+    at.button(key=chrome.HIDE_BUTTON).click().run()
+    assert not at.exception and "labels)" not in at.metric[0].proto.help

@@ -11,9 +11,15 @@ import torch
 import torch.nn.functional as F
 from streamlit.testing.v1 import AppTest
 
-from lmviz.core.numbers import fmt_norm
+from lmviz.core.numbers import NORM_DIGITS, fmt_norm
 from lmviz.core.text import readable_token
-from lmviz.lessons.gradient_step import ADAM_EPS, SIGN_LIKE
+from lmviz.lessons.gradient_step import (
+    ADAM_EPS,
+    SIGN_LIKE,
+    TRAINER_OPTIMIZER,
+    TRAINER_SCHEDULE,
+    TRAINER_WARMUP_STEPS,
+)
 from tests.helpers import APP, unescaped
 
 PAGE = "app_pages/gradient_step.py"
@@ -53,6 +59,23 @@ def test_the_gradients_length_is_shown_to_the_digits_a_float64_pass_agrees_with(
     length = math.sqrt(math.fsum(p.grad.square().sum().item() for p in model.parameters()))
     metric = next(m for m in default_page.metric if m.label == "Gradient norm ‖g‖, step 1")
     assert metric.value == fmt_norm(length)  # "31.36": the float32 gradient's 31.36463 agrees to these digits
+    # issue 49: clip_grad_norm_ sums in float32 (tests/lessons/test_gradient_step.py shows the next digit differ)
+    assert metric.proto.help == ("The length of the gradient over every weight of the model, at the first step, "
+                                 f"summed in float64 and given to {NORM_DIGITS} significant digits. "
+                                 "torch.nn.utils.clip_grad_norm_, which transformers' Trainer calls, sums in float32 "
+                                 "and can differ in the next digit.")
+
+
+def test_the_trainers_options_fold_says_what_clipping_does_to_adamw_and_the_trainers_own_schedule(default_page):
+    """Issue 49: clipping multiplies the gradient by c, which with AdamW, the Trainer's optimizer, mostly cancels
+    (tests/lessons/test_gradient_step.py checks the identity against torch.optim.AdamW); and the Trainer's default
+    schedule is linear, with no warm-up (read from transformers there)."""
+    text = shown(default_page)
+    assert (f'The Trainer\'s own optimizer is AdamW (optim="{TRAINER_OPTIMIZER}"), which divides each gradient by its '
+            "own running size √v̂, so the factor c cancels except against ε: at the first step lr · c·g / (c·|g| + ε) = "
+            "lr · g / (|g| + ε/c), as if ε were 1/c times larger") in text.replace("`", "")
+    assert (f'The Trainer\'s default is neither: lr_scheduler_type="{TRAINER_SCHEDULE}" with '
+            f"warmup_steps={TRAINER_WARMUP_STEPS}, a rate that falls in a straight line") in text.replace("`", "")
 
 
 def test_the_longest_row_and_the_most_surprising_label_are_named_apart_with_the_bounds(bundled):

@@ -4,15 +4,29 @@ the Chat page's own pair, and what cannot be sampled gets one sentence."""
 
 import math
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
-from lmviz.core.numbers import fmt_norm
+from lmviz.app import chrome
+from lmviz.app.chrome import RESULT_PANEL
+from lmviz.core.numbers import fmt, fmt_norm
 from lmviz.core.trl import CISPO_EPSILON_MAX, DAPO_EPSILON_HIGH, TRL
+from lmviz.course.questions.grpo import SPLIT_GENERATION
+from lmviz.course.registry import find
 from lmviz.lessons.chat_loss import DEFAULT_BETA as DPO_BETA
 from lmviz.lessons.chat_loss import DEFAULT_CHOSEN, DEFAULT_QUESTION, DEFAULT_REJECTED, compare_answers
-from lmviz.lessons.grpo import SAMPLE_STD, advantages, contains_number, grpo_step, rewards, sample_group
+from lmviz.lessons.grpo import (
+    SAMPLE_STD,
+    advantages,
+    answer_ratios,
+    contains_number,
+    grpo_step,
+    moved_against_advantage,
+    rewards,
+    sample_group,
+)
 from tests.helpers import open_page
 
 PAGE = "app_pages/grpo.py"
@@ -24,7 +38,8 @@ def metrics(at) -> dict:
 
 
 def texts(at) -> list[str]:
-    """Every markdown, caption and info on the page, unescaped, links as their words: what the learner reads."""
+    """Every markdown, caption and info on the page (or in one block of it), unescaped, links as their words: what
+    the learner reads."""
     unescaped = [re.sub(r"\\(.)", r"\1", str(e.value)) for e in [*at.markdown, *at.caption, *at.info]]
     return [re.sub(r"\[([^\]]*)\]\(glossary[^)]*\)", r"\1", text) for text in unescaped]
 
@@ -32,6 +47,17 @@ def texts(at) -> list[str]:
 def table(at, column: str):
     """The page's first table with that column."""
     return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def pinned(at):
+    """The pinned result panel: the container lmviz.app.widgets.result_panel keys."""
+    blocks = list(at.main.children.values())
+    while blocks:
+        block = blocks.pop()
+        if getattr(block.proto, "id", "").endswith(f"-{RESULT_PANEL}"):
+            return block
+        blocks += list(getattr(block, "children", {}).values())
+    raise AssertionError("no pinned panel")
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +122,8 @@ def test_the_updates_are_the_librarys_and_the_clip_acts_from_the_second(default_
     assert [float(v) for v in updates["mean KL"]] == pytest.approx([u.start.mean_kl for u in step.updates], abs=5e-6)
     later = [d.value for d in default_page.dataframe if "∂ KL" in d.value.columns][1]  # update 2
     assert list(later["min takes"]) == ["clip(r)·A" if t.takes_clipped else "r·A" for t in second.tokens[0]]
-    assert list(updates["low"]) == [u.start.clipped_low for u in step.updates]
-    assert list(updates["high"]) == [u.start.clipped_high for u in step.updates]
+    assert list(updates["low"]) == [str(u.start.clipped_low) for u in step.updates]
+    assert list(updates["high"]) == [str(u.start.clipped_high) for u in step.updates]
     answers = table(default_page, "p(answer) before")
     assert [float(v) for v in answers["after 3"]] == pytest.approx(step.answer_logps_after, abs=5e-6)
     assert float(answers["after"][0]) == pytest.approx(math.exp(step.answer_logps_after[0]), rel=1e-3)
@@ -129,8 +155,8 @@ def test_clip_higher_releases_the_rewarded_tokens_between_the_bounds_and_the_cou
     said = next(t for t in texts(at) if t.startswith("DAPO's clip-higher: with ε high = 0.28 above ε = 0.2"))
     assert f"releases {len(between)} token" in said
     updates = table(at, "clip fraction")
-    assert list(updates["high"])[1] == second.clipped_high - len(between)
-    assert list(updates["low"])[1] == second.clipped_low
+    assert list(updates["high"])[1] == str(second.clipped_high - len(between))
+    assert list(updates["low"])[1] == str(second.clipped_low)
 
 
 def test_cispos_gradients_are_trls_cispo_term_beside_ppos(default_page, default_step):
@@ -207,8 +233,13 @@ def test_a_group_whose_rewards_are_all_equal_teaches_nothing_and_the_step_moves_
     at.radio(key="grpo_rule").set_value("is at most N tokens long").run()
     at.text_input(key="grpo_rule_2").set_value("64").run(timeout=120)
     assert not at.exception and not at.warning
-    assert any("This group teaches nothing" in info.value for info in at.info)
+    # in the pinned panel (issue 49), on screen with the prompt and the rule, not two screens below them
+    said = [info.value for info in pinned(at).info]
+    assert len(said) == 1 and "This group teaches nothing" in said[0] and "every advantage is 0" in said[0]
     assert metrics(at)["log π change, rewarded"] == "0.00000"  # every advantage 0, the KL's gradient 0
+    at.button(key=chrome.HIDE_BUTTON).click().run(timeout=120)  # hidden: the advantage question's 0 goes
+    said = [info.value for info in pinned(at).info]
+    assert len(said) == 1 and "This group teaches nothing" in said[0] and "advantage is 0" not in said[0]
 
 
 @pytest.mark.parametrize(("key", "value"), [("grpo_prompt", ""), ("grpo_rule_0", "twelve")])
@@ -252,3 +283,48 @@ def test_the_reward_model_section_scores_the_pair_typed_on_the_chat_page(bundled
     pair = compare_answers(bundled, DEFAULT_QUESTION, DEFAULT_CHOSEN, "Berlin, I think.")
     assert "“Berlin, I think.” rejected" in said and f"and {pair.rejected.sum_logp:.5f})" in said
     assert f"−log σ(0.20000) = {math.log1p(math.exp(-2 * DPO_BETA)):.5f}" in said
+
+
+def test_the_three_names_of_the_lesson_are_one():
+    """The sidebar's title, the page's heading, the docs page's heading and the site's navigation (issue 49)."""
+    lesson = find("grpo")
+    assert lesson.heading.startswith(f"{lesson.title}: ")
+    root = Path(__file__).resolve().parents[2]
+    assert (root / "docs" / "lessons" / "grpo.md").read_text().splitlines()[0] == f"# {lesson.heading}"
+    assert f"- {lesson.title}: lessons/grpo.md" in (root / "mkdocs.yml").read_text()
+
+
+def test_the_panel_names_the_rule_in_force_and_says_when_the_prompt_has_outrun_it():
+    at = open_page(PAGE)
+    said = texts(pinned(at))
+    assert any("Scored by the rule contains_number(12): 1 if the answer contains the number 12, else 0." in c
+               and "does not follow the prompt." in c for c in said), said
+    at.text_input(key="grpo_prompt").set_value("What is 6 + 6? Reply with just the number.").run(timeout=300)
+    assert not at.exception
+    assert any("this is the default question's rule; set the one your prompt needs" in c for c in texts(pinned(at)))
+
+
+def test_rloos_ratio_is_not_gspos_and_the_page_gives_both(default_page, default_step):
+    said = next(t for t in texts(default_page) if t.startswith("RLOO (the column"))
+    assert "π_θ(answer) / π_old(answer) = e^(Σ log π_θ − Σ log π_old), the product of its tokens' ratios" in said
+    assert "That is not GSPO's, which section 3's toggle One ratio per answer takes" in said
+    assert "(section 3's toggle One ratio per answer takes it)" not in said  # issue 49: it takes GSPO's, not RLOO's
+    one = answer_ratios(default_step.updates[1].start)[0]  # answer 1, the one shown by default
+    n = len(one.log_ratios)
+    both = next(t for t in texts(default_page) if t.startswith("This answer's one ratio at update 2"))
+    assert f"/ {n}) = {fmt(one.gspo)}" in both and f") = {fmt(one.rloo)}, GSPO's to the power {n}." in both
+    assert fmt(one.gspo) != fmt(one.rloo)
+
+
+def test_the_words_on_what_moves_the_ratio_the_kl_and_cispo(default_page, default_step):
+    plain = next(t for t in texts(default_page) if t.startswith("At the first update π_θ is π_old"))
+    assert plain.endswith(SPLIT_GENERATION) and "as TRL's GSPO recipe does" not in plain
+    assert "the first update on a later group starts with a KL above 0" in plain
+    cispo = next(t for t in texts(default_page) if t.startswith("TRL's loss type cispo, CISPO"))
+    assert "cap is the form of ScaleRL (arXiv 2510.13786), the paper TRL's help for epsilon_high cites" in cispo
+    assert "MiniMax-M1's paper writes the weight clipped on both sides" in cispo
+    against = [i + 1 for i in moved_against_advantage(default_step)]
+    moved = next(t for t in texts(default_page) if t.startswith("p(answer) = e^(Σ log π)"))
+    assert "To first order, for a small enough step, a positive advantage raises it" in moved
+    assert (f"here answer{'s' if len(against) > 1 else ''} {', '.join(map(str, against))} moved that way."
+            if against else "here none did.") in moved

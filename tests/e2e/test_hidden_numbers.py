@@ -6,11 +6,13 @@ import re
 
 from playwright.sync_api import expect
 
-from lmviz.app.chrome import HIDDEN, HIDE_LABEL, SHOW_LABEL
+from lmviz.app.chrome import CHECK_YOURSELF, HIDDEN, HIDE_LABEL, SHOW_LABEL
 from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle
 
-# Each metric of the main area: its label, and what its value shows, the number or (hidden) the placeholder.
-METRICS = """() => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stMetric]')].map(m => {
+# Each metric on screen in the main area (none in a closed fold): its label, and what its value shows, the number
+# or (hidden) the placeholder.
+METRICS = """() => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stMetric]')]
+  .filter(m => m.checkVisibility()).map(m => {
   const value = m.querySelector('[data-testid=stMetricValue]');
   const number = value.querySelector('[data-testid=stMarkdownContainer]');
   return [m.querySelector('[data-testid=stMetricLabel]').innerText.trim(),
@@ -99,3 +101,32 @@ def test_the_sidebar_switch_hides_every_number_of_the_page(projector, server):
     expect(button(projector, HIDE_LABEL)).to_be_visible(timeout=60_000)
     settle(projector)
     assert metrics(projector) == shown
+
+
+MAIN_TEXT = "document.querySelector('[data-testid=stMain]').innerText"
+
+
+def test_a_hidden_page_shows_no_answer_anywhere_on_screen_and_each_question_its_numbers(projector, server):
+    """Bits per byte writes its bits per byte in a sentence under the panel. Hidden, the working folds away (what a
+    browser draws, innerText, holds none of the answer) while the headings, the controls and the questions stay,
+    each question with the numbers it needs; shown again, the sentence is back."""
+    projector.goto(f"{server}/bpb?hide=1")
+    settle(projector)
+    hidden_text = projector.evaluate(MAIN_TEXT)
+    forms = projector.locator(f"[class*=st-key-{CHECK_YOURSELF}] [data-testid=stForm]")
+    first = forms.first
+    expect(first.locator("[data-testid=stTable]")).to_have_count(0)  # its numbers are in its own words
+    lost = forms.filter(has_text="how many of the text's tokens")
+    expect(lost.locator("[data-testid=stTable]")).to_be_visible()  # the context lengths it needs, from the fold
+    first.get_by_role("button", name="Show the answer").click()
+    revealed = first.locator("[data-testid^=stAlertContent]")
+    expect(revealed).to_be_visible(timeout=60_000)
+    revealed = revealed.inner_text()
+    answer = re.search(r"The answer: ([0-9.]+)\.", revealed).group(1)
+    assert "1. From nats per token to bits per byte" in hidden_text and "Check yourself" in hidden_text
+    assert projector.get_by_label("Your text").is_visible()  # the controls stay
+    assert answer not in hidden_text, answer
+    projector.screenshot(path=str(ARTIFACTS / "bpb-working-folded.png"))
+    press_and_wait(projector, "h", then=HIDE_LABEL)
+    assert answer in projector.evaluate(MAIN_TEXT)  # unfolded: the sentence that held it is back
+    assert_no_error(projector)

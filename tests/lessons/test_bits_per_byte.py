@@ -6,6 +6,7 @@ documented procedure."""
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,9 +19,11 @@ from lmviz.core.text import token_bytes
 from lmviz.errors import NothingToScore
 from lmviz.lessons.bits_per_byte import (
     BadWindow,
+    added_by_default,
     bits_per_byte,
     decoded_bytes,
     guide_average,
+    harness_max_length,
     harness_prefix_id,
     harness_windows,
     harness_words,
@@ -30,6 +33,7 @@ from lmviz.lessons.bits_per_byte import (
     toy_per_byte,
     windowed,
 )
+from lmviz.lessons.causal_lm import MAX_TOKENS
 
 # Scripts whose characters UTF-8 writes in 1 to 4 bytes, emoji with joiners and skin tones, and combining marks
 SCRIPTS = [
@@ -47,6 +51,14 @@ SCRIPTS = [
 TEXT = "Bits per byte: 東京 is Tokyo, and 🍕 is pizza.\n"
 PARAGRAPH = ("The library opens at nine in the morning and closes at six in the evening. Visitors can borrow up to "
              "five books at a time, and most books may be kept for three weeks.")
+
+
+@pytest.fixture(scope="module")
+def lmviz_tiny():
+    """lmviz's tiny GPT, the page's second model: WordPiece, whose defaults put [CLS] and [SEP] around a text."""
+    from lmviz.models.loading import TINY_GPT, load_causal_lm
+
+    return load_causal_lm(TINY_GPT)
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +105,69 @@ def test_decoding_a_byte_piece_counts_the_replacement_characters_bytes(bundled):
         assert tokenizer.decode([i]).endswith("\ufffd")
         assert decoded_bytes(tokenizer, i) == len(tokenizer.decode([i]).encode("utf-8"))
     assert sum(decoded_bytes(tokenizer, i) for i in ids) > len(" 🍕".encode("utf-8"))
+
+
+def replacements_by_the_pages_rule(raw: bytes) -> int:
+    """How many U+FFFD section 3 says decoding a token alone writes: one for each byte of a character begun in an
+    earlier token (a continuation byte, 10xxxxxx, at the token's start), and one for the start of a character the
+    token cuts short (a lead byte followed by fewer bytes than it announces)."""
+    rest = raw.lstrip(bytes(range(0x80, 0xC0)))
+    begun_before = len(raw) - len(rest)
+    leads = [i for i, b in enumerate(rest) if b >= 0xC0]
+    announced = {0xC: 2, 0xD: 2, 0xE: 3, 0xF: 4}
+    cut_short = bool(leads) and len(rest) - leads[-1] < announced[rest[leads[-1]] >> 4]
+    return begun_before + cut_short
+
+
+@pytest.mark.parametrize("text", [TEXT, *SCRIPTS])
+def test_a_token_decoded_alone_gets_one_replacement_per_broken_piece_as_python_writes_it(bundled, text):
+    result = bits_per_byte(bundled, text)
+    assert len("\ufffd".encode("utf-8")) == 3
+    for row in result.rows:
+        raw = bytes.fromhex(row.raw)
+        python = raw.decode("utf-8", errors="replace")
+        assert row.decoded == python  # the tokenizer's decode is Python's, on the page's rows
+        assert python.count("\ufffd") == replacements_by_the_pages_rule(raw), row
+        assert row.decoded_byte_count == len(python.encode("utf-8"))
+    if text == TEXT:  # an emoji and two CJK characters: some tokens hold broken pieces
+        assert any(r.decoded.count("\ufffd") for r in result.rows)
+
+
+def test_smollm2s_vocabulary_decodes_as_python_does_and_ten_of_its_tokens_to_two_replacements(bundled):
+    tokenizer = bundled.tokenizer
+    special = set(tokenizer.all_special_ids)
+    two = 0
+    for i in range(len(tokenizer)):
+        if i not in special:
+            python = token_bytes(tokenizer, i).decode("utf-8", errors="replace")
+            assert tokenizer.decode([i]) == python
+            two += python.count("\ufffd") == 2
+    assert f"{two} of SmolLM2's tokens decode to two U+FFFD" in docs_page()
+    first = token_bytes(tokenizer, tokenizer(" 📚", add_special_tokens=False)["input_ids"][0])
+    alone = first.decode("utf-8", errors="replace")
+    assert f'`<{first.hex(" ").upper()}>` decodes to "{alone}", {len(alone.encode("utf-8"))} bytes' in docs_page()
+
+
+def nanochat_token_bytes_before_2ce972a(tokenizer, ids) -> torch.Tensor:
+    """nanochat's token_bytes table as scripts/tok_train.py built it before commit 2ce972a (the lines that commit
+    removed), for ``ids``: a token whose decoded text is a special token's counts 0, any other
+    len(tokenizer.decode([token_id]).encode("utf-8"))."""
+    special_set = set(tokenizer.all_special_tokens)
+    table = torch.zeros(len(tokenizer), dtype=torch.int64)
+    for token_id in set(ids):
+        token_str = tokenizer.decode([token_id])
+        table[token_id] = 0 if token_str in special_set else len(token_str.encode("utf-8"))
+    return table
+
+
+@pytest.mark.parametrize("end_token", [False, True])
+def test_the_decoded_count_is_nanochats_own_before_2ce972a(bundled, end_token):
+    result = bits_per_byte(bundled, TEXT, end_token=end_token)
+    targets = torch.tensor([r.token_id for r in result.rows])
+    nll = torch.tensor([r.nll for r in result.rows], dtype=torch.float64)
+    table = nanochat_token_bytes_before_2ce972a(bundled.tokenizer, targets.tolist())
+    assert result.decoded.bits_per_byte == pytest.approx(evaluate_bpb(nll, targets, table), rel=1e-12)
+    assert result.decoded.bytes == table[targets].sum().item()
 
 
 def test_harness_counts_words_with_its_trailing_newline_quirk():
@@ -187,10 +262,12 @@ def make_disjoint_window(pair):
     return a[:len(a) - (len(b) - 1)], b
 
 
-def harness_reference(loaded, text: str, window: int) -> list[float]:
-    """-ln p of each token of ``text`` as lm-evaluation-harness's loglikelihood_rolling scores it: each disjoint
-    window's continuation given its context, from one forward pass of (context + continuation)[:-1]."""
-    tokens = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+def harness_reference(loaded, text: str, window: int, tokens: list[int] | None = None) -> list[float]:
+    """-ln p of each token of ``text`` (its tokens without special ones, unless ``tokens`` are given) as
+    lm-evaluation-harness's loglikelihood_rolling scores it: each disjoint window's continuation given its
+    context, from one forward pass of (context + continuation)[:-1]."""
+    if tokens is None:
+        tokens = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
     nll = []
     for context, continuation in map(make_disjoint_window, get_rolling_token_windows(
             tokens, harness_prefix_id(loaded.tokenizer), window, 1)):
@@ -200,6 +277,103 @@ def harness_reference(loaded, text: str, window: int) -> list[float]:
         scored = log_p[-len(continuation):]
         nll += (-scored.gather(1, torch.tensor(continuation)[:, None])[:, 0]).tolist()
     return nll
+
+
+def resolve_max_length_reference(config, tokenizer) -> tuple[int, str]:
+    """lm-evaluation-harness 0.4.13's resolve_max_length (lm_eval/models/utils.py), as its docstring orders its
+    sources: the config (text_config first), then the tokenizer's model_max_length unless unset, then 2048."""
+    cfg = getattr(config, "text_config", None) or config
+    for attr in ("n_positions", "max_position_embeddings", "n_ctx"):
+        if getattr(cfg, attr, None) is not None:
+            return getattr(cfg, attr), attr
+    unset = 1000000000000000019884624838656
+    limit = tokenizer.model_max_length
+    return (limit, "model_max_length") if limit is not None and limit != unset else (2048, "default")
+
+
+def test_harness_reads_as_many_tokens_at_once_as_the_config_allows(bundled, lmviz_tiny):
+    for loaded in (bundled, lmviz_tiny):
+        length, attr = resolve_max_length_reference(loaded.model.config, loaded.tokenizer)
+        assert harness_max_length(loaded.model, loaded.tokenizer) == (length, f"{attr} in the model's config")
+        assert bits_per_byte(loaded, "the cat sat on a mat").harness_window == length
+    # SmolLM2's config names no n_positions, so its max_position_embeddings is the window: more than lmviz reads
+    assert getattr(bundled.model.config, "n_positions", None) is None
+    assert harness_max_length(bundled.model, bundled.tokenizer)[0] == bundled.model.config.max_position_embeddings
+    assert bundled.model.config.max_position_embeddings > MAX_TOKENS == bits_per_byte(bundled, TEXT).window
+    assert f"{bundled.model.config.max_position_embeddings:,}".replace(",", " ") in docs_page()
+    assert f"at most {MAX_TOKENS:,}".replace(",", " ") in docs_page()
+
+
+def test_harness_scores_the_special_tokens_the_tokenizers_defaults_add(bundled, lmviz_tiny):
+    text = page_module()["DEFAULT_TEXT"]
+    tokenizer = lmviz_tiny.tokenizer
+    # lm-evaluation-harness 0.4.13's HFLM.tok_encode, add_bos_token unset and the text not starting with the
+    # prefix token's text: tokenizer.encode(string), the tokenizer's defaults
+    assert not text.startswith(tokenizer.decode([harness_prefix_id(tokenizer)]))
+    theirs = tokenizer.encode(text)
+    own = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert theirs == [tokenizer.cls_token_id, *own, tokenizer.sep_token_id]
+    window = resolve_max_length_reference(lmviz_tiny.model.config, tokenizer)[0]
+    nats = sum(harness_reference(lmviz_tiny, text, window, theirs))
+    result = bits_per_byte(lmviz_tiny, text)
+    assert result.added == [tokenizer.cls_token, tokenizer.sep_token]
+    assert result.window == result.harness_window == window  # the same windows as lm-evaluation-harness's
+    assert result.as_run.tokens == len(theirs) and result.harness.tokens == len(own)
+    assert result.as_run.bits_per_byte == pytest.approx(nats / (math.log(2) * len(text.encode("utf-8"))), rel=1e-5)
+    assert result.as_run.bits_per_byte != pytest.approx(result.harness.bits_per_byte, rel=1e-3)
+    docs = docs_page()
+    assert (f"{len(theirs)} tokens and {result.as_run.bits_per_byte:.5f} bits per byte for lm-evaluation-harness, "
+            f"{len(own)} tokens and {result.harness.bits_per_byte:.5f} for lmviz") in docs
+    # SmolLM2's tokenizer adds nothing: lm-evaluation-harness scores lmviz's tokens, and the guide reads the text
+    # with nothing before it
+    assert bundled.tokenizer.encode(text) == bundled.tokenizer(text, add_special_tokens=False)["input_ids"]
+    mine = bits_per_byte(bundled, text)
+    assert mine.as_run is None and mine.added == []
+    assert added_by_default(bundled.tokenizer, text) == ([], [])
+    assert added_by_default(tokenizer, text) == ([tokenizer.cls_token_id], [tokenizer.sep_token_id])
+
+
+def test_byte_and_word_perplexity_rank_the_models_as_bits_per_byte_does(bundled, lmviz_tiny):
+    for text in (page_module()["DEFAULT_TEXT"], "the cat sat on a mat", TEXT):
+        results = [bits_per_byte(bundled, text), bits_per_byte(lmviz_tiny, text)]
+        by_byte = rankings(results)[1]
+        for key in (lambda r: r.harness.byte_perplexity, lambda r: r.harness.word_perplexity):
+            assert [r.model for r in sorted(results, key=key)] == by_byte
+
+
+def test_the_better_question_says_when_bits_per_byte_flatters_a_model(bundled, lmviz_tiny):
+    from lmviz.course.questions.bits_per_byte import build_questions
+
+    text = page_module()["DEFAULT_TEXT"]
+    compared = [bits_per_byte(bundled, text), bits_per_byte(lmviz_tiny, text)]
+    assert [r.keeps_text for r in compared] == [True, False]
+    better = next(q for q in build_questions(compared[0], compared, None) if q.key == "better")
+    assert f"{lmviz_tiny.name} never had to predict what its tokenizer dropped" in better.reason
+    alone = next(q for q in build_questions(compared[0], compared[:1] * 2, None) if q.key == "better")
+    assert "never had to predict" not in alone.reason
+
+
+def test_the_glossarys_window_names_where_each_kind_of_position_embedding_ends(bundled, lmviz_tiny):
+    import transformers
+
+    from lmviz.course.glossary import TERMS
+
+    entry = TERMS["window"][1]
+    # GPT-2's learned position embeddings: a table of n_positions rows
+    config = lmviz_tiny.model.config
+    assert lmviz_tiny.model.transformer.wpe.num_embeddings == config.n_positions
+    assert "GPT-2's learned position embeddings end at its n_positions" in entry
+    # SmolLM2's rotary ones: no table; cos and sin computed for a position past max_position_embeddings
+    llama = bundled.model.model
+    limit = llama.config.max_position_embeddings
+    assert not any(isinstance(m, torch.nn.Embedding) and m.num_embeddings == limit for m in bundled.model.modules())
+    cos, sin = llama.rotary_emb(torch.zeros(1, 1, 1), torch.tensor([[2 * limit]]))
+    assert torch.isfinite(cos).all() and torch.isfinite(sin).all()
+    assert "rotary position embeddings, SmolLM2's, are computed for any position" in entry
+    said = "The maximum sequence length that this model might ever be used with."
+    assert said in (Path(transformers.__file__).parent / "utils" / "auto_docstring.py").read_text()
+    assert "max_position_embeddings is the longest sequence it is meant to be used with" in entry
+    assert "run out" not in entry
 
 
 def guide_reference(loaded, ids: list[int], max_length: int, stride: int) -> tuple[list[float], float, list[int]]:
@@ -302,10 +476,14 @@ def test_the_cli_prints_the_pages_numbers(bundled, capsys):
 
 # ------------------------------------------------------------------------------------------- the page
 
+def docs_page() -> str:
+    """The lesson's docs page, whitespace normalised (a phrase cut by a line's end is still found)."""
+    return " ".join(Path("docs/lessons/bits_per_byte.md").read_text().split())
+
+
 def page_module():
     """The page's own constants (its default text), read from its file without running it."""
     import ast
-    from pathlib import Path
 
     tree = ast.parse(Path("app_pages/bits_per_byte.py").read_text())
     return {target.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
@@ -340,6 +518,34 @@ def test_the_page_shows_the_librarys_numbers_and_its_questions_follow_them(bundl
     assert tiny.lowercases and unknown == [r.token for r in tiny.rows].count("[UNK]") > 0
     caption = " ".join(unescaped(c.value) for c in at.caption)
     assert f"it lowercased the letters; {unknown} of its tokens are its unknown token" in caption
+    # lm-evaluation-harness's own tokens for the tiny GPT, and its window for SmolLM2, each computed
+    words = re.sub(r"\[(\[\w+\]|[^\]]+)\]\(glossary[^)]*\)", r"\1", caption)  # glossary links as their words
+    assert (f"encodes the text as {TINY_GPT}'s tokenizer does by default, not as lmviz does: {tiny.as_run.tokens} "
+            f"tokens where lmviz has {tiny.harness.tokens}, {', '.join(tiny.added)} among them, which lmviz's have "
+            f"not. It scores them all: {tiny.as_run.bits_per_byte:.5f} bits per byte, where lmviz gives "
+            f"{tiny.harness.bits_per_byte:.5f}.") in words
+    config = bundled.model.config
+    assert (f"lmviz reads at most {MAX_TOKENS:,} tokens of it at once: lmviz's limit per text, not the model's"
+            in caption)
+    assert (f"lm-evaluation-harness 0.4.13 reads {config.max_position_embeddings:,} (max_position_embeddings in "
+            "the model's config)") in caption
+    # section 3: the rule, the tokenizer's decode against Python's, the first broken token, nanochat's commit
+    assert ("one for the start of a character that the token cuts short, and one for each byte of a character "
+            "begun in an earlier token") in shown  # the rule replacements_by_the_pages_rule checks
+    first = next(r for r in expected.rows if r.byte_count != r.decoded_byte_count)
+    python = bytes.fromhex(first.raw).decode("utf-8", errors="replace")
+    assert (f"decodes each of these tokens as Python does: the first, <{first.raw}>, decodes to “{python}”, "
+            f"{python.count(chr(0xFFFD))} U+FFFD, {len(python.encode('utf-8'))} bytes where the token holds "
+            f"{len(bytes.fromhex(first.raw))}.") in " ".join(unescaped(m.value) for m in at.markdown)
+    assert "nanochat's own until its commit [2ce972a](" in shown
+    # section 4: what the three counts share, and what none of them is fair to
+    assert "so all three rank the models alike" in unescaped(shown) and "Only bits per byte" not in shown
+    assert "None of the three is fair to a tokenizer that does not give the text back" in shown
+    # section 5: lmviz's prefix, and the guide's loop, which reads SmolLM2's tokens with nothing before them
+    assert added_by_default(bundled.tokenizer, text)[0] == []
+    assert (f"All three ways read the text after {unescaped(expected.prefix)}, the prefix token lmviz puts before it"
+            in unescaped(shown))
+    assert "with nothing before it, so that there the text's first token is never predicted" in shown
     # the questions: right when answered with the library's numbers
     answer_question(at, "bpb/bpb", f"{expected.harness.bits_per_byte:.4f}")
     best = min((expected, tiny), key=lambda r: r.harness.bits_per_byte).model
@@ -363,12 +569,13 @@ def test_the_pages_windows_and_end_token(bundled):
     text = page_module()["DEFAULT_TEXT"]
     scored = windowed(bundled, text, 8, 8)
     shown = " ".join(m.value for m in at.markdown)
-    assert f"is never scored: {len(scored.strided.never_scored())} tokens here" in shown
+    assert f"each window after the first is never scored: {len(scored.strided.never_scored())} tokens here" in shown
+    assert scored.strided.never_scored() == [w.start for w in scored.strided.windows[1:]]
     # without overlap the guide's weights are right: its average is the mean of the tokens it scored
     assert guide_average(scored.strided) == pytest.approx(scored.strided.mean, abs=1e-12)
     assert f"is the mean of the tokens it scored: {scored.strided.mean:.5f}" in shown
     with_end = bits_per_byte(bundled, text, end_token=True)
     assert f"costs {with_end.rows[-1].nll:.5f} nats" in shown
     summary = next(d.value for d in at.dataframe if "scored as" in d.value)
-    assert list(summary["tokens that lost context"]) == [len(w.lost_context()) for w in
+    assert list(summary["tokens that lost context"]) == [str(len(w.lost_context())) for w in
                                                          (scored.whole, scored.harness, scored.strided)]

@@ -391,16 +391,18 @@ PAIRS = [  # policy chosen, policy rejected, reference chosen, reference rejecte
 @pytest.mark.parametrize("beta", [0.1, 0.5])
 def test_the_preference_losses_are_their_published_equations(pair, beta):
     """Each written here in torch from its paper and TRL's trainer: IPO (Azar et al. eq. 17, per-token means as
-    TRL's DPOTrainer takes them), SimPO (Meng et al. eq. 6, plus TRL CPOTrainer's α·NLL), ORPO (Hong et al. eq. 6
-    and 7) and KTO (Ethayarajh et al. eq. 8, a desirable and an undesirable example)."""
+    TRL's DPOTrainer takes them), SimPO (Meng et al. eq. 6) and CPO-SimPO (that plus TRL CPOTrainer's α·NLL), ORPO
+    (Hong et al. eq. 6 and 7) and KTO (Ethayarajh et al. eq. 8, a desirable and an undesirable example).
+    tests/lessons/test_chat_loss_trl.py runs TRL's own code on them."""
     pc, pr, rc, rr, nc, nr = pair
     t = functools.partial(torch.tensor, dtype=torch.float64)
     ours = preference_losses(pc, pr, rc, rr, nc, nr, beta, z0=0.3)
     h = (t(pc) - rc) / nc - (t(pr) - rr) / nr
     assert ours.ipo == pytest.approx(((h - 1 / (2 * beta)) ** 2).item(), abs=1e-12)
     mean_c, mean_r = t(pc) / nc, t(pr) / nr
-    simpo = -F.logsigmoid(0.1 * (mean_c - mean_r) - 0.5) + 1.0 * -mean_c
+    simpo = -F.logsigmoid(0.1 * (mean_c - mean_r) - 0.5)
     assert ours.simpo == pytest.approx(simpo.item(), abs=1e-12)
+    assert ours.cpo_simpo == pytest.approx((simpo + 1.0 * -mean_c).item(), abs=1e-12)
     log_odds = (mean_c - mean_r) - (torch.log1p(-torch.exp(mean_c)) - torch.log1p(-torch.exp(mean_r)))
     assert ours.log_odds == pytest.approx(log_odds.item(), abs=1e-10)
     assert ours.orpo == pytest.approx((-mean_c - 0.1 * F.logsigmoid(log_odds)).item(), abs=1e-10)

@@ -4,12 +4,14 @@ and generate, and torch.optim.SGD on a copy of the model."""
 
 import copy
 import math
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from lmviz.core.toy import PROBABILITIES
+from lmviz.core.trl import DISTILLATION
 from lmviz.errors import NothingToScore
 from lmviz.lessons import distillation as d
 
@@ -75,6 +77,49 @@ def test_t_squared_keeps_the_gradients_size():
     for tau in (2.0, 4.0):
         assert norms[tau, True] == pytest.approx(tau ** 2 * norms[tau, False], rel=1e-5)
         assert norms[tau, False] < norms[1.0, False] / tau  # without τ² the gradient shrinks as τ grows
+
+
+DOCS = " ".join((Path(__file__).resolve().parents[2] / "docs" / "lessons" / "distillation.md").read_text().split())
+
+
+def test_the_one_over_tau_squared_rule_holds_far_above_the_logits_gaps_and_not_below_tau_one(bundled):
+    """Issue 49: the page said the loss and its gradient shrink as τ grows, and τ² keeps the gradient's size. That is
+    Hinton et al.'s approximation for τ large against the gaps between the logits; below τ = 1 the loss can grow
+    with τ, as it does on the page's default answer, which the docs quote."""
+    low, higher = (d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, d.DEFAULT_ANSWER, temperature=tau)
+                   for tau in (0.5, 0.75))
+    assert low.loss < higher.loss  # both below τ = 1, and the loss grew with τ
+    assert f"on the default answer it is {low.loss:.5f} at τ = 0.5 and {higher.loss:.5f} at τ = 0.75" in DOCS
+    # far above the gaps (logits of size ~1, τ = 20 and 40): doubling τ divides the gradient by 4, within 1 %
+    generator = torch.Generator().manual_seed(5)
+    teacher, student = torch.randn(3, 10, generator=generator), torch.randn(3, 10, generator=generator)
+    norms = {}
+    for tau in (20.0, 40.0):  # above the page's largest τ: the JSD itself takes any
+        logits = student.clone().requires_grad_(True)
+        d.generalized_jsd(d.log_probs(teacher, tau), d.log_probs(logits, tau), 0.5).mean().backward()
+        norms[tau] = logits.grad.norm().item()
+    assert norms[20.0] / norms[40.0] == pytest.approx(4, rel=0.01)
+
+
+def test_the_distillation_trainers_defaults_are_trls(monkeypatch):
+    """Issue 49: TRL 1.16's DistillationTrainer defaults to β = 1, the reverse KL; 0.5 is the experimental GKD's,
+    where the page's slider starts. Read from the installed TRL's config classes."""
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # trl.experimental warns on import
+    import inspect
+
+    import trl
+    from trl import DistillationConfig
+    from trl.experimental.gkd import GKDConfig, GKDTrainer
+
+    assert trl.__version__ == DISTILLATION.version
+    fields = DistillationConfig.__dataclass_fields__
+    assert (fields["beta"].default, fields["temperature"].default) == (DISTILLATION.beta, DISTILLATION.temperature)
+    assert GKDConfig.__dataclass_fields__["beta"].default == DISTILLATION.gkd_beta == d.DEFAULT_BETA
+    assert inspect.signature(GKDTrainer.generalized_jsd_loss).parameters["beta"].default == DISTILLATION.gkd_beta
+    assert d.DEFAULT_TEMPERATURE == DISTILLATION.temperature
+    assert (f"The slider starts at β = {DISTILLATION.gkd_beta:g}, the default of TRL's experimental `GKDConfig`; TRL "
+            f"{DISTILLATION.version}'s `DistillationTrainer` defaults to β = {DISTILLATION.beta:g}, the reverse KL "
+            "(`DistillationConfig.beta`).") in DOCS
 
 
 def test_bad_settings_are_one_sentence():
@@ -161,12 +206,38 @@ def test_the_on_policy_step_is_sgds_and_brings_the_student_nearer_the_teacher(bu
     assert loss.item() == pytest.approx(result.loss, abs=1e-4)
     loss.backward()
     optimizer.step()
+    moved = []  # each drawn token's log π_S after the step minus before
     with torch.no_grad():
         for sampled in result.answers:
             s = answer_log_probs(copied, student_prompt, sampled.ids)
             t = answer_log_probs(bundled.model, teacher_prompt, sampled.ids)
             after = F.kl_div(t, s, reduction="none", log_target=True).sum(-1)
             assert sampled.reverse_kl_after == pytest.approx(after.tolist(), abs=2e-3)
+            moved.append(s.gather(1, torch.tensor(sampled.ids)[:, None])[:, 0])
+    # section 5: the step raises the advantage-weighted sum, yet some tokens move against their own advantage
+    moved, advantage = torch.cat(moved) - student_lp.detach(), teacher_lp - student_lp.detach()
+    assert (advantage * moved).sum() > 0
+    assert ((advantage * moved < 0) & (advantage.abs() > 1e-3)).any()  # "a single token can move the other way"
+
+
+def test_a_drawn_tokens_log_ratio_is_a_one_sample_estimate_of_the_exact_reverse_kl(bundled, on_policy):
+    """Issue 49: the advantage's log π_S − log π_T at the token drawn is one sample of the log-ratio whose
+    expectation under p_S is the reverse KL the page's table gives exactly; the two differ, and the page names them
+    apart."""
+    student_prompt = d.chat_prompt(bundled.tokenizer, d.DEFAULT_QUESTION)
+    teacher_prompt = d.chat_prompt(bundled.tokenizer, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT)
+    gaps = []
+    with torch.no_grad():
+        for sampled in on_policy.answers:
+            s = answer_log_probs(bundled.model, student_prompt, sampled.ids)  # (A, V)
+            t = answer_log_probs(bundled.model, teacher_prompt, sampled.ids)
+            ratio = s - t  # log p_S(v) − log p_T(v), every v
+            drawn = ratio.gather(1, torch.tensor(sampled.ids)[:, None])[:, 0]
+            assert [-a for a in sampled.advantages] == pytest.approx(drawn.tolist(), abs=1e-4)
+            expectation = (s.exp() * ratio).sum(-1)  # E_{v ~ p_S}[log p_S(v) − log p_T(v)]
+            assert sampled.reverse_kl_before == pytest.approx(expectation.tolist(), abs=1e-4)
+            gaps += (drawn - expectation).abs().tolist()
+    assert max(gaps) > 0.1  # one sample is not the expectation
 
 
 def test_bad_inputs_get_a_sentence(bundled):
@@ -179,6 +250,7 @@ def test_bad_inputs_get_a_sentence(bundled):
 
 
 def test_the_page_shows_the_librarys_numbers_and_its_questions_follow_them(bundled):
+    from lmviz.course.questions.distillation import UNCHANGED
     from tests.helpers import answer_question, open_page, verdicts
 
     at = open_page("app_pages/distillation.py")
@@ -189,18 +261,32 @@ def test_the_page_shows_the_librarys_numbers_and_its_questions_follow_them(bundl
     assert metrics["Reverse KL(p_S ‖ p_T)"] == f"{expected.reverse_kl:.5f}"
     shown = " ".join(m.value for m in at.markdown)
     assert f"**{expected.sweep[0][1]:.5f}** at β = 0" in shown  # the jump, in numbers
+    assert (f"TRL {DISTILLATION.version}'s DistillationTrainer defaults to β = {DISTILLATION.beta:g}, the reverse "
+            f"KL; its experimental GKDTrainer to β = {DISTILLATION.gkd_beta:g}, where the slider starts.") in shown
+    assert at.slider(key="distill_beta").value == DISTILLATION.gkd_beta
+    # issue 49: 1/τ² is an approximation far above the logits' gaps, not a rule at every τ (tested above)
+    assert "Where τ is large against the gaps between a position's logits, the loss's " in shown
+    assert "shrinks about as 1/τ², and Hinton's distillation multiplies the loss by " in shown
+    assert "At smaller τ no such rule holds: below τ = 1 the loss can even grow with τ" in shown
+    assert "shrink as τ grows" not in shown
     answer_question(at, "distill/direction", "KL(p_S ‖ p_T), the reverse KL")
     answer_question(at, "distill/beta_one", f"{expected.reverse_kl:.4f}")
-    answer_question(at, "distill/t_squared", f"{expected.loss_t_squared:.4f}")
+    answer_question(at, "distill/t_squared", UNCHANGED)  # at τ = 1 asked in words: typed, it was the loss itself
     assert len(verdicts(at)["right"]) == 3, verdicts(at)
     at.slider(key="distill_tau").set_value(2.0)
     at.checkbox(key="distill_t2").check().run()
     hot = d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, d.DEFAULT_ANSWER, temperature=2.0)
     assert {m.label: m.value for m in at.metric}["Loss: mean JSD_β × τ²"] == f"{hot.loss_t_squared:.5f}"
+    assert hot.loss_at_1 == pytest.approx(expected.loss, abs=1e-7)
+    assert (f"From τ = 1 to τ = 2 the loss went {hot.loss_at_1:.5f} → {hot.loss:.5f}, and its gradient's size was "
+            f"multiplied by {hot.gradient_norm / hot.gradient_norm_at_1:.3g}, where 1/τ² is 0.25.") in \
+        " ".join(m.value for m in at.markdown)
+    answer_question(at, "distill/t_squared", f"{hot.loss_t_squared:.4f}")
+    assert any(f"× 2² = {hot.loss_t_squared:.5f}" in said for said in verdicts(at)["right"]), verdicts(at)
 
 
 def test_the_pages_on_policy_step(on_policy):
-    from tests.helpers import open_page
+    from tests.helpers import open_page, unescaped
 
     at = open_page("app_pages/distillation.py")
     at.toggle(key="distill_step").set_value(True).run(timeout=300)
@@ -209,6 +295,15 @@ def test_the_pages_on_policy_step(on_policy):
     shown = " ".join(m.value for m in at.markdown)
     assert f"went from **{expected.kl_before:.5f}** to **{expected.kl_after:.5f}**" in shown
     assert "moved toward the teacher" in shown
+    # issue 49: the one-sample estimate and the exact sum named apart (checked against each other above), and the
+    # step's first-order effect said as the sum it is (shown above: some tokens move against their advantage)
+    assert "is a one-sample estimate of the reverse KL at that position" in shown
+    assert "exact reverse KL to the teacher, averaged over all" in shown
+    assert "A small enough step raises the advantage-weighted sum Σ A · log π_S" in shown
+    assert "so a single token can move the other way" in shown
+    headers = [unescaped(header) for header in at.table[-1].value.columns]
+    assert headers[2:4] == ["each token's advantage −(log π_S − log π_T), one sample",
+                            "exact KL(p_S ‖ p_T), mean per token, before"]
 
 
 def test_the_cli_prints_the_pages_numbers(bundled, capsys):

@@ -276,12 +276,82 @@ def reference_trainer_steps(loaded, text: str, lr: float, steps: int, max_norm: 
     return record
 
 
-def test_the_trainers_clipping_norm_the_page_states_is_the_installed_transformers():
+def test_the_trainers_defaults_the_page_states_are_the_installed_transformers():
+    """The clipping norm, and (issue 49) the optimizer, its weight decay and the schedule: linear, no warm-up."""
     from transformers import TrainingArguments
 
-    from lmviz.lessons.gradient_step import TRAINER_MAX_GRAD_NORM
+    from lmviz.lessons.gradient_step import (
+        TRAINER_MAX_GRAD_NORM,
+        TRAINER_OPTIMIZER,
+        TRAINER_SCHEDULE,
+        TRAINER_WARMUP_STEPS,
+        TRAINER_WEIGHT_DECAY,
+    )
 
-    assert TrainingArguments.__dataclass_fields__["max_grad_norm"].default == TRAINER_MAX_GRAD_NORM
+    fields = TrainingArguments.__dataclass_fields__
+    assert fields["max_grad_norm"].default == TRAINER_MAX_GRAD_NORM
+    assert fields["optim"].default == TRAINER_OPTIMIZER and fields["weight_decay"].default == TRAINER_WEIGHT_DECAY
+    assert (fields["lr_scheduler_type"].default, fields["warmup_steps"].default) == (TRAINER_SCHEDULE,
+                                                                                     TRAINER_WARMUP_STEPS)
+    assert "warmup_ratio" not in fields  # transformers 5 folded it into warmup_steps (a float below 1 is a ratio)
+    assert (f'`lr_scheduler_type="{TRAINER_SCHEDULE}"` with `warmup_steps={TRAINER_WARMUP_STEPS}`, a rate that falls '
+            "in a straight line from $\\eta$ at the first step towards 0 after the last") in DOCS
+    assert f'AdamW (`optim="{TRAINER_OPTIMIZER}"`, `torch.optim.AdamW` with `fused=True`)' in DOCS
+
+
+def test_the_linear_schedule_the_docs_describe_is_transformers():
+    """Rate lr at the first step, falling in a straight line, towards 0 after the last (lr / S at the last)."""
+    from transformers import get_linear_schedule_with_warmup
+
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1e-3)
+    schedule, rates = get_linear_schedule_with_warmup(optimizer, 0, 4), []
+    for _ in range(4):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert rates == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4]) and optimizer.param_groups[0]["lr"] == 0
+
+
+def test_clipping_shrinks_adamws_first_step_far_less_than_the_gradient(bundled):
+    """Issue 49: the docs' "multiplies it by about 0.032" is not a step 31 times smaller with AdamW, the Trainer's
+    optimizer. Clipping by k is AdamW with eps / k at the first step; on the default sentence, torch.optim.AdamW's
+    first step on the tied embedding, with the gradient as it is and clipped as clip_grad_norm_ clips it."""
+    from lmviz.lessons.gradient_step import TRAINER_MAX_GRAD_NORM, TRAINER_WEIGHT_DECAY
+
+    # the identity, on gradients from 1e-12 to 1: lr · k·g / (k·|g| + eps) = lr · g / (|g| + eps / k)
+    k, lr = 0.03, 1e-3
+    grad = torch.logspace(-12, 0, 97, dtype=torch.float64)
+    steps = []
+    for scale, eps in ((k, ADAM_EPS), (1.0, ADAM_EPS / k)):
+        weight = torch.zeros_like(grad, requires_grad=True)
+        weight.grad = grad * scale
+        torch.optim.AdamW([weight], lr=lr, eps=eps, weight_decay=0.0).step()
+        steps.append(weight.detach().clone())
+    assert torch.allclose(*steps, rtol=1e-12, atol=0)
+    # the default sentence: the whole model's gradient, its norm as clip_grad_norm_ takes it (float32) and as lmviz does
+    model, ids = copy.deepcopy(bundled.model).requires_grad_(True), ids_of(bundled, PARIS)
+    mean_loss(model, ids).backward()
+    torch_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]).item()
+    lmviz_norm = sgd_steps(bundled, PARIS, 1e-3).grad_norms[0]
+    # "they agree to the 4 significant digits shown and differ in the fifth": the page's help says it can
+    assert f"{torch_norm:.{NORM_DIGITS}g}" == f"{lmviz_norm:.{NORM_DIGITS}g}" and NORM_DIGITS == 4
+    assert f"{torch_norm:.5g}" != f"{lmviz_norm:.5g}"
+    assert ("sums in float32, and on the default sentence the two agree to the 4 significant digits shown and differ "
+            "in the fifth") in DOCS
+    factor = min(1.0, TRAINER_MAX_GRAD_NORM / (torch_norm + 1e-6))  # clip_grad_norm_'s
+    matrix = model.get_output_embeddings().weight
+    moved = []
+    for scale in (1.0, factor):
+        weight = torch.nn.Parameter(matrix.detach().clone())
+        weight.grad = matrix.grad * scale
+        torch.optim.AdamW([weight], lr=1e-3, weight_decay=TRAINER_WEIGHT_DECAY).step()
+        moved.append(((weight.detach() - matrix.detach()).abs() / 1e-3).double().mean().item())
+    plain, clipped = moved
+    assert (f"SmolLM2's gradient on the default sentence is about {torch_norm:.0f} long, so transformers' default "
+            f"`max_grad_norm` of {TRAINER_MAX_GRAD_NORM:.1f} multiplies it by about {factor:.3f}") in DOCS
+    assert (f"moves its weights by |Δw| / lr = {plain:.3f} on average unclipped and {clipped:.3f} clipped: "
+            f"{plain / clipped:.1f} times less, not {1 / factor:.0f}.") in DOCS
+    assert f"(at the Trainer's weight decay, {TRAINER_WEIGHT_DECAY:g})" in DOCS
 
 
 @pytest.mark.parametrize("max_norm, warmup", [(1.0, None), (None, 2), (0.5, 1), (1e6, None)])

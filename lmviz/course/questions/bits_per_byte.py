@@ -31,6 +31,9 @@ def build_questions(result: BitsPerByte, compared: list[BitsPerByte], scored: Wi
         hint=f"divide the nats per token by ln 2 ({LN2_SHOWN}) for bits per token, then by the bytes per token.")]
     if len(compared) >= 2:
         best = min(compared, key=lambda r: r.harness.bits_per_byte)
+        dropping = [r.model for r in compared if not r.keeps_text]
+        caveat = (f" Bits per byte is fair only to a tokenizer that gives the text back: {', '.join(dropping)} never "
+                  "had to predict what its tokenizer dropped, so its bits per byte flatters it." if dropping else "")
         questions.append(Question(
             "better", "Which model is better on this text? Compare them fairly.", best.model,
             choices=tuple(r.model for r in compared),
@@ -38,7 +41,8 @@ def build_questions(result: BitsPerByte, compared: list[BitsPerByte], scored: Wi
                    *((r.model, fmt(r.harness.nats_per_token), fmt(r.harness.bytes_per_token)) for r in compared)),
             reason=f"{best.model}: its bits per byte, {fmt(best.harness.bits_per_byte)}, is the lowest. Each model "
                    "is charged for the same bytes, whatever its tokens; a loss per token divides by each tokenizer's "
-                   "own count of tokens, and a tokenizer with fewer, longer tokens has more to predict at each.",
+                   "own count of tokens, and a tokenizer with fewer, longer tokens has more to predict at each."
+                   + caveat,
             hint="work out each model's bits per byte from its two numbers: (nats per token) ÷ (ln 2 × bytes per "
                  "token); the lowest is the better model on this text."))
     if scored is not None:

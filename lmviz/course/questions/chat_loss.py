@@ -33,11 +33,12 @@ def _simpo_question(preference: PreferenceLosses) -> Question:
     return Question(
         "simpo", f"The chosen answer's mean log p per token is {fmt(chosen)} and the rejected one's {fmt(rejected)}. "
                  f"SimPO compares them with no reference model: with TRL's β = {beta:g} and margin γ = {gamma:g}, "
-                 "what is its preference term −log σ(β · (chosen − rejected) − γ)?", preference.simpo_preference,
+                 "what is its preference term −log σ(β · (chosen − rejected) − γ)?", preference.simpo,
         reason=f"β · ({fmt(chosen)} − ({fmt(rejected)})) − γ = {fmt(inside)}, and −log σ({fmt(inside)}) = "
-               f"{fmt(preference.simpo_preference)}. Dividing each log π by its answer's tokens keeps a long answer "
-               f"from winning by length alone; TRL's CPOTrainer then adds cpo_alpha = {PREFERENCE.cpo_alpha:g} × the "
-               f"chosen answer's NLL, {fmt(-chosen)}, by default: {fmt(preference.simpo)}.",
+               f"{fmt(preference.simpo)}. Dividing each log π by its answer's tokens keeps a long answer from winning "
+               "by length alone. That term is the SimPO paper's whole loss; TRL's CPOTrainer adds cpo_alpha = "
+               f"{PREFERENCE.cpo_alpha:g} × the chosen answer's NLL, {fmt(-chosen)}, by default: "
+               f"{fmt(preference.cpo_simpo)}, which TRL's docs call CPO-SimPO.",
         hint="take the difference, times β, minus γ, then −log σ of it, with σ(x) = 1 / (1 + e^−x); the fold of "
              "section 5 on the preference losses beside DPO writes SimPO out.")
 

@@ -35,9 +35,25 @@ def build_questions(result: Distillation) -> list[Question]:
                  reason=f"TRL defines β = 1 as the reverse KL: the mean of the KL(p_S ‖ p_T) column, "
                         f"{fmt(result.reverse_kl)}. The formula alone would give 0 there.",
                  hint="at β = 1 the generalized JSD is one of the two KLs: take the mean of that column."),
-        Question("t_squared", f"At τ = {tau:g} the loss is {fmt(result.loss)} without τ². What is it with Hinton's "
-                              "τ² factor?", result.loss_t_squared,
-                 reason=f"{fmt(result.loss)} × {tau:g}² = {fmt(result.loss_t_squared)}. The factor puts back the size "
-                        "the gradient loses when τ flattens both distributions.",
-                 hint="multiply the loss by the temperature squared."),
+        _t_squared_question(result),
     ]
+
+
+# At τ = 1 the factor is 1, and a typed answer would be the loss the question states: there it is asked in words
+UNCHANGED, DOUBLED, SQUARED = "it leaves it as it is: τ² = 1", "it doubles it", "it squares the loss"
+# What Hinton's factor is for, and where that holds (section 3 of the page)
+WHY_T_SQUARED = ("Where τ is large against the gaps between a position's logits, the gradient shrinks about as "
+                 "1/τ² and the factor puts that size back; at smaller τ no such rule holds.")
+
+
+def _t_squared_question(result: Distillation) -> Question:
+    tau = result.temperature
+    if tau == 1:
+        return Question("t_squared", "At τ = 1, what does Hinton's τ² factor do to the loss?", UNCHANGED,
+                        choices=(UNCHANGED, DOUBLED, SQUARED),
+                        reason=f"It multiplies the loss by τ² = 1² = 1. {WHY_T_SQUARED}",
+                        hint="the factor multiplies the loss by the temperature squared.")
+    return Question("t_squared", f"At τ = {tau:g} the loss is {fmt(result.loss)} without τ². What is it with "
+                                 "Hinton's τ² factor?", result.loss_t_squared,
+                    reason=f"{fmt(result.loss)} × {tau:g}² = {fmt(result.loss_t_squared)}. {WHY_T_SQUARED}",
+                    hint="multiply the loss by the temperature squared.")

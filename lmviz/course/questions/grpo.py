@@ -13,6 +13,17 @@ if TYPE_CHECKING:  # the records' types only: importing the lesson would import 
     from lmviz.lessons.grpo import Advantages, BradleyTerry, GroupLoss, GrpoStep
 
 MORE, LESS, SAME = "more", "less", "the same"
+# When TRL's samples meet a policy that has moved: GRPOTrainer._generate_and_score_completions computes
+# old_per_token_logps only where gradient_accumulation_steps % (steps_per_generation × num_iterations) != 0, and
+# GRPOConfig's steps_per_generation defaults to gradient_accumulation_steps
+SPLIT_GENERATION = ("TRL's steps_per_generation defaults to gradient_accumulation_steps; TRL computes π_old's "
+                    "log-probabilities, and the ratio can leave 1, whenever gradient_accumulation_steps is not a "
+                    "multiple of steps_per_generation × num_iterations.")
+
+
+def reward_text(reward: float) -> str:
+    """A reward as the page writes it: a whole number as one (1, 0), like the rules' own 1.0 and 0.0."""
+    return fmt(reward, 0) if float(reward).is_integer() else fmt(reward)
 
 
 def build_questions(sample_std: Advantages, step: GrpoStep, preference: BradleyTerry) -> list[Question]:
@@ -27,14 +38,14 @@ def _advantage_question(adv: Advantages) -> Question:
     # asked of the answer whose advantage is largest in size: for a group that teaches something it is not 0
     at = max(range(adv.count), key=lambda i: (abs(adv.advantages[i]), -i))
     if adv.teaches_nothing:
-        reason = (f"Every reward of the group is {fmt(adv.rewards[0])}, so every R − mean is 0 and so is every "
+        reason = (f"Every reward of the group is {reward_text(adv.rewards[0])}, so every R − mean is 0 and so is every "
                   "advantage: a group whose answers all score the same teaches nothing.")
     else:
-        reason = (f"(R − mean) / std = ({fmt(adv.rewards[at])} − {fmt(adv.mean)}) / {fmt(adv.std)} = "
+        reason = (f"(R − mean) / std = ({reward_text(adv.rewards[at])} − {fmt(adv.mean)}) / {fmt(adv.std)} = "
                   f"{fmt_signed(adv.advantages[at])}, with the sample standard deviation √(Σ (R − mean)² / (G − 1)) = "
                   f"√({fmt(sum(adv.squares))} / {adv.divisor}) = {fmt(adv.std)}.")
     return Question(
-        "advantage", f"Answer {at + 1} has the reward {fmt(adv.rewards[at])}, and the group's mean reward is "
+        "advantage", f"Answer {at + 1} has the reward {reward_text(adv.rewards[at])}, and the group's mean reward is "
                      f"{fmt(adv.mean)}. With the sample standard deviation, as TRL divides by default "
                      f"(scale_rewards=\"{TRL.scale_rewards}\", without its {TRL.std_eps:g}), what is its "
                      "advantage?", adv.advantages[at],
@@ -49,11 +60,13 @@ def _rloo_question(adv: Advantages) -> Question:
     rest = sum(adv.rewards) - reward
     answer = 0.0 if adv.teaches_nothing else reward - rest / others  # equal rewards: exactly 0, as leave_one_out
     return Question(
-        "rloo", f"Answer {at + 1} has the reward {fmt(reward)}; the other {others} answers' rewards add up to "
-                f"{fmt(rest)}. What is its RLOO advantage: its reward minus the mean reward of the others?", answer,
-        reason=f"{fmt(reward)} − {fmt(rest)} / {others} = {fmt_signed(answer)}. That is G/(G − 1) × (R − mean) = "
-               f"{adv.count}/{others} × {fmt_signed(adv.deviations[at])}: leaving the answer out of its own baseline "
-               "scales GRPO's R − mean up by G/(G − 1), and RLOO divides by no standard deviation.",
+        "rloo", f"Answer {at + 1} has the reward {reward_text(reward)}; the other {others} answers' rewards add up "
+                f"to {reward_text(rest)}. What is its RLOO advantage: its reward minus the mean reward of the others?",
+        answer,
+        reason=f"{reward_text(reward)} − {reward_text(rest)} / {others} = {fmt_signed(answer)}. That is "
+               f"G/(G − 1) × (R − mean) = {adv.count}/{others} × {fmt_signed(adv.deviations[at])}: leaving the "
+               "answer out of its own baseline scales GRPO's R − mean up by G/(G − 1), and RLOO divides by no "
+               "standard deviation.",
         hint="divide the other answers' total by how many they are, then subtract; section 2's table has RLOO's "
              "column.")
 
@@ -65,8 +78,11 @@ def _first_ratio_question(step: GrpoStep) -> Question:
                        "answers. What is the ratio π_θ / π_old of answer 1's first token?", first.ratio,
         reason=f"Both are the same weights, so log π_θ − log π_old = {fmt(first.log_ratio)} and the ratio is "
                f"e^0 = {fmt(first.ratio)} for every token: nothing can be clipped at the first update on a group. "
-               f"TRL by default (num_iterations = {TRL.num_iterations}) takes only that one, so the clip fraction it "
-               "logs is 0 at every step; the clip acts when the same samples are used again.",
+               f"TRL by default (num_iterations = {TRL.num_iterations}, one optimizer step per generation) takes "
+               "only that one, so the clip fraction it logs is 0 at every step. The ratio leaves 1 once the weights "
+               "have taken an optimizer step since the answers were sampled: when the same answers are used for "
+               "another update (num_iterations above 1), or when one generation is split over several optimizer "
+               f"steps. {SPLIT_GENERATION}",
         hint="the ratio is e^(log π_θ − log π_old); at the first update the two log-probabilities are equal "
              "(section 3).")
 
@@ -74,11 +90,14 @@ def _first_ratio_question(step: GrpoStep) -> Question:
 def _second_update_question(step: GrpoStep) -> Question:
     second = step.updates[1].start
     unit = second.clip_unit
+    # TRL's is_high_clipped compares r with 1 + epsilon_high, which is epsilon unless clip-higher sets it
+    high = "ε" if second.epsilon_high == second.epsilon_low else "ε high"
     return Question(
         "second_update_clipped", f"At the second update on the same group, how many of the group's {second.clip_total} "
                                  f"{unit}s does the clip hold (the min takes clip(r)·A)?", second.clipped_count,
-        reason=f"{second.clipped_low} with r below 1 − ε and A < 0, and {second.clipped_high} with r above 1 + ε and "
-               f"A > 0: {second.clipped_count} of {second.clip_total}, a clip fraction of "
+        reason=f"{second.clipped_low} with r below 1 − ε = {1 - second.epsilon_low:g} and A < 0, and "
+               f"{second.clipped_high} with r above 1 + {high} = {1 + second.epsilon_high:g} and A > 0: "
+               f"{second.clipped_count} of {second.clip_total}, a clip fraction of "
                f"{fmt(second.clip_fraction)}. The first update moved the ratios away from 1; the clip now stops "
                "pushing those that moved far enough.",
         hint="section 5's table of updates counts them at each update.", digits=COUNT_DIGITS,

@@ -32,11 +32,13 @@ def build_questions(result: NspAnalysis) -> list[Question]:
                    "Only the difference of the two scores matters.",
             hint="take the softmax of the two logits, e^a / (e^a + e^b); the table of section 2, Two scores, "
                  "their softmax, and the loss, shows it beside each logit."),
+        # from the logits, not from p(B follows A): that is the first question's answer
         Question(
-            "loss", f"p(B follows A) is {fmt_prob(p_next)} and the label is {result.label}: "
+            "loss", f"With the same two logits, a = {fmt(a)} and b = {fmt(b)}, the label is {result.label}: "
                     f"{nsp_label_words(result.label)}. What is the next-sentence loss?", result.loss_two_logits,
             reason=f"The loss is -log of the probability of the labelled class, {nsp_label_words(result.label)}: "
-                   f"-log {fmt_prob(p_label)} = {fmt(result.loss_two_logits)}.",
-            hint="take -log of the probability of the class the label names (for label 1, that is 1 - p); "
-                 "the line under the table of section 2 works it out."),
+                   f"its softmax is {fmt_prob(p_label)}, and -log {fmt_prob(p_label)} = "
+                   f"{fmt(result.loss_two_logits)}.",
+            hint="take the softmax of the two logits, then -log of the probability of the class the label names "
+                 "(for label 1, that is 1 - p(B follows A)); the line under the table of section 2 works it out."),
     ]

@@ -74,13 +74,15 @@ def smoothing_questions(walk: dict, rows: list[str]) -> list[Question]:
     t = next((t for t, mean in enumerate(walk["mean_nll_all"]) if mean != float("inf")), None)
     if t is None:
         return []
-    nll, mean, e = walk["nll"][t], walk["mean_nll_all"][t], SMOOTHING
+    p, nll, mean, e = walk["p_label"][t], walk["nll"][t], walk["mean_nll_all"][t], SMOOTHING
     answer = (1 - e) * nll + e * mean
+    # p(label), not its -log p: that is the "nll" question's answer when both ask of the same row
     return [Question(
-        "smoothed", f"Row {rows[t]}: -log p(label) = {fmt(nll)}, and the mean -log p over all {walk['vocab_size']} "
-                    f"words is {fmt(mean)}. With label smoothing ε = {e:g}, what does this row add to the loss?",
+        "smoothed", f"Row {rows[t]}: the true next word has p = {fmt_prob(p)}, and the mean -log p over all "
+                    f"{walk['vocab_size']} words is {fmt(mean)}. With label smoothing ε = {e:g}, what does this row "
+                    "add to the loss?",
         answer,
         reason=f"(1 − ε)·(-log p(label)) + ε·(the mean over all words) = {1 - e:g} × {fmt(nll)} + {e:g} × "
-               f"{fmt(mean)} = {fmt(answer)}.",
+               f"{fmt(mean)} = {fmt(answer)}, with -log {fmt_prob(p)} = {fmt(nll)}.",
         hint="the target puts 1 − ε on the label and spreads ε over all the words; the fold “A trainer's "
              "options” at the end of the page has both numbers for every row.")]
