@@ -210,8 +210,8 @@ key_table(pd.DataFrame({
     "row sum": [fmt_gap(r.autograd_row_sum) for r in gradient.rows],
     "gap": [fmt_gap(r.max_difference) for r in gradient.rows],
 }), "gradient-rows.csv", hide_index=True)
-st.caption(escape_markdown(
-    "Row sum: autograd's row, its V entries added. Gap: the largest |formula − autograd| over the row. "
+st.caption("Row sum: " + term("autograd", "autograd") + escape_markdown(
+    "'s row, its V entries added. Gap: the largest |formula − autograd| over the row. "
     f"The position of the last token, {gradient.last_token} ({gradient.last_position}), has no label: it is in no "
     f"term of the loss, and autograd's gradient there is {fmt_gap(gradient.last_row_max)} in every entry. Autograd's "
     f"own gradient of the same loss (torch.autograd on F.cross_entropy) differs from the formula by at most "
@@ -231,7 +231,8 @@ with st.expander("Why a row's length lies between (1 − p)/N and √2 · (1 −
         "lies between (1 − p)/N and √2 · (1 − p)/N."))
 st.subheader(f"3. One step of SGD at lr = {lr:g}")
 st.markdown(
-    "The gradient with respect to the logits flows back through every layer (backpropagation) to a gradient g "
+    "The gradient with respect to the logits flows back through every layer "
+    f"({term('backpropagation', 'backpropagation')}) to a gradient g "
     f"for each of the model's {result.weights:,} weights; one step of SGD sets **w ← w − lr · g** for every one of "
     "them at once. The step changes weights, not logits: the logits change because the weights they are computed "
     "from did. Then the text is scored again:")

@@ -337,7 +337,8 @@ total = " + ".join(reward_text(r) for r in scores)
 squares = math.fsum(adv.squares)
 st.markdown(escape_markdown(
     f"mean = ({total}) / {adv.count} = {fmt(adv.mean)}. Each advantage starts from R − mean; Σ (R − mean)² = "
-    f"{fmt(squares)}, so the population standard deviation is √({fmt(squares)} / {adv.count}) = "
+    f"{fmt(squares)}, so the population ") + term("standard deviation", "standard deviation") + escape_markdown(
+    f" is √({fmt(squares)} / {adv.count}) = "
     f"{fmt(scaled[POPULATION_STD].std)} and the sample one (÷ G − 1, as torch.std and TRL) √({fmt(squares)} / "
     f"{adv.count - 1}) = {fmt(adv.std)}. DeepSeekMath's paper divides by \"std\" without saying which. TRL always "
     f"subtracts the group's mean, and by default (scale_rewards=\"{TRL.scale_rewards}\") divides by the group's "

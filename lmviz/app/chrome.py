@@ -106,7 +106,8 @@ HIDDEN_NUMBERS_CSS = f"""<style>
   display: none; }}
 [data-testid="stMain"] [data-testid="stMetricValue"]::before {{ content: "{HIDDEN}"; display: inline-block;
   font-style: italic; padding: 0 0.4em; border: 2px dashed currentColor; border-radius: 0.3em; line-height: 1.2; }}
-:is({WORKING}, {WORKING} *):not({KEPT}, :is({KEPT}) *):is([data-testid="stElementContainer"]:has(:is({WRITTEN})):not(:has([data-testid="stMetric"])),
+:is({WORKING}, {WORKING} *):not({KEPT}, :is({KEPT}) *):is(
+  [data-testid="stElementContainer"]:has(:is({WRITTEN})):not(:has([data-testid="stMetric"])),
   [data-testid="stLayoutWrapper"]:has(> [data-testid="stExpander"])) {{ display: none; }}
 </style>"""
 

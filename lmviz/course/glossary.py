@@ -303,6 +303,23 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                        "One update of a model's weights from their gradients, by an optimizer's rule (SGD, AdamW): "
                        "in PyTorch, loss.backward() computes the gradients, optimizer.step() moves the weights and "
                        "optimizer.zero_grad() clears the gradients for the next batch."),
+    "backpropagation": (("backpropagation",),
+                        "How the gradient of the loss with respect to every weight is computed: the chain rule, "
+                        "applied from the loss back through the forward pass's operations in reverse order, each "
+                        "multiplying the gradient that reaches its output by its own derivative. It gives the exact "
+                        "gradient of the loss as computed, up to floating-point rounding, not an estimate of it."),
+    "autograd": (("autograd",),
+                 "PyTorch's automatic differentiation: while a forward pass runs, torch records each operation on "
+                 "tensors that require a gradient, and loss.backward() (or torch.autograd.grad) runs "
+                 "backpropagation over that record, leaving each weight's gradient in its .grad. One step of "
+                 "learning sets autograd's gradient beside the formula's, written out by hand."),
+    "standard deviation": (("standard deviation", "sample std", "population std"),
+                           "How far numbers spread around their mean: the square root of their squared deviations "
+                           "from the mean, summed and divided by a count. The population standard deviation divides "
+                           "by n, the count; the sample standard deviation by n − 1 (Bessel's correction), larger "
+                           "for few numbers. torch.std takes the sample one by default (correction=1), as TRL's "
+                           "GRPO advantages do; numpy.std the population one (ddof=0). For the rewards 1 and 0 the "
+                           "population std is 0.50000 and the sample std 0.70711."),
     "SGD": (("SGD", "stochastic gradient descent"),
             "Stochastic gradient descent: the plainest optimizer step, w ← w − η × ∂loss/∂w for every weight w, "
             "with the gradient of the loss on one batch (stochastic: a sample of the data, not all of it). "
@@ -404,14 +421,14 @@ LESSON_TERMS: dict[str, tuple[str, ...]] = {
     "next-token": ("token", "logit", "softmax", "temperature", "log-probability", "greedy decoding", "sampling",
                    "seed", "byte piece"),
     "step": ("token", "label", "logit", "softmax", "log-probability", "gradient", "learning rate", "SGD",
-             "optimizer step", "AdamW"),
+             "optimizer step", "AdamW", "autograd", "backpropagation"),
     "chat-loss": ("token", "label", "-100 / ignore_index", "log-probability", "chat template", "end-of-turn token",
                   "SFT", "DPO", "policy", "reference model", "sigmoid", "β (beta)", "nats", "reward model", "IPO",
                   "SimPO", "ORPO", "KTO"),
     "grpo": ("token", "reward", "advantage", "GRPO", "PPO", "policy", "ratio", "clip", "KL divergence",
              "reference model", "β (beta)", "log-probability", "chat template", "temperature", "seed", "sampling",
              "learning rate", "SGD", "gradient", "reward model", "Bradley–Terry", "sigmoid", "DPO", "byte piece",
-             "optimizer step", "AdamW", "RLOO", "clip-higher", "CISPO"),
+             "optimizer step", "AdamW", "RLOO", "clip-higher", "CISPO", "standard deviation"),
     "distill": ("token", "distillation", "teacher model", "student model", "softmax", "logit", "forward KL",
                 "KL divergence", "reverse KL", "JSD", "β (beta)", "temperature", "gradient",
                 "temperature in distillation", "greedy decoding", "cross-entropy", "log-probability", "on-policy",

@@ -107,9 +107,9 @@ PATH = (
            "what the loss does: its gradient with respect to each logit, and how one step of SGD or AdamW changes "
            "the model", CAUSAL,
            "The loss's [[gradient|gradient]] with respect to each position's [[logits|logit]], (p − 1)/N at the "
-           "label and p/N everywhere else, checked against autograd; one step of [[SGD|SGD]] on every weight at a "
-           "[[learning rate|learning rate]] you choose, what it does to your text and to another, a few more steps, "
-           "and [[AdamW|AdamW]]'s first step, the size of the learning rate whatever the gradient's.",
+           "label and p/N everywhere else, checked against [[autograd|autograd]]; one step of [[SGD|SGD]] on every "
+           "weight at a [[learning rate|learning rate]] you choose, what it does to your text and to another, a few "
+           "more steps, and [[AdamW|AdamW]]'s first step, the size of the learning rate whatever the gradient's.",
            "lmviz.lessons.gradient_step", ("label_entry", "row_sum", "rises"), "causal", model_box=True,
            text_boxes=(TextBox(("gradient-step",), "text_area", "step_text", 1000),
                        TextBox(("gradient-step other",), "text_input", "step_other", 1000))),

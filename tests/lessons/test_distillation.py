@@ -343,3 +343,16 @@ def test_the_page_says_why_a_teacher_with_another_tokenizer_cannot_teach():
     assert not at.exception
     said = [unescaped(w.value) for w in at.warning]
     assert len(said) == 1 and "cannot be compared token by token" in said[0] and not at.metric
+
+
+def test_at_beta_1_the_t_squared_question_does_not_state_the_beta_one_questions_answer(bundled):
+    """At β = 1 the loss is the reverse KL, which the "beta_one" question asks for: the τ² question then asks for
+    the factor itself, so that a room asked one question does not read its answer in the other."""
+    from lmviz.course.questions.distillation import build_questions
+
+    hot = d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, d.DEFAULT_ANSWER, 1.0, 2.0)
+    asked = {q.key: q for q in build_questions(hot)}
+    assert asked["beta_one"].answer == pytest.approx(hot.loss)
+    assert asked["t_squared"].answer == 4.0 and f"{hot.loss:.5f}" not in asked["t_squared"].ask
+    cool = d.score_answer(bundled, d.DEFAULT_QUESTION, d.DEFAULT_CONTEXT, d.DEFAULT_ANSWER, 0.5, 2.0)
+    assert {q.key: q for q in build_questions(cool)}["t_squared"].answer == pytest.approx(cool.loss_t_squared)

@@ -53,6 +53,10 @@ def _t_squared_question(result: Distillation) -> Question:
                         choices=(UNCHANGED, DOUBLED, SQUARED),
                         reason=f"It multiplies the loss by τ² = 1² = 1. {WHY_T_SQUARED}",
                         hint="the factor multiplies the loss by the temperature squared.")
+    if result.beta == 1:  # the loss is then the reverse KL, the "beta_one" question's answer: not stated here
+        return Question("t_squared", f"At τ = {tau:g}, by what number does Hinton's τ² factor multiply the loss?",
+                        tau ** 2, reason=f"τ² = {tau:g}² = {fmt(tau ** 2)}. {WHY_T_SQUARED}",
+                        hint="the factor is the temperature squared.")
     return Question("t_squared", f"At τ = {tau:g} the loss is {fmt(result.loss)} without τ². What is it with "
                                  "Hinton's τ² factor?", result.loss_t_squared,
                     reason=f"{fmt(result.loss)} × {tau:g}² = {fmt(result.loss_t_squared)}. {WHY_T_SQUARED}",
