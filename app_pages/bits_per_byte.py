@@ -310,9 +310,7 @@ def windows_section(scorer: CausalScorer, text: str):
         "mean −ln p": [fmt(w.mean) for w in ways],
         "bits per byte": [fmt(w.nats / (LN2 * text_bytes)) if w.scored == len(scored.tokens) - 1 else
                           "not every token scored" for w in ways],
-        # lm-evaluation-harness's count is the answer to the question "lost"
-        "tokens that lost context": [str(len(w.lost_context())) if w is scored.harness else
-                                     str(len(w.lost_context())) for w in ways],
+        "tokens that lost context": [len(w.lost_context()) for w in ways],
         "never scored": [len(w.never_scored()) for w in ways],
     }), hide_index=True)
     tokens = len(scored.tokens) - 1

@@ -321,7 +321,8 @@ with st.expander("The preference losses beside DPO: IPO, SimPO, ORPO and KTO, on
         st.markdown(
             f"- **{term('IPO', 'IPO')}** (Azar et al. 2023; TRL's DPOTrainer, loss_type=\"ipo\") pulls the difference "
             "of the two answers' log-ratios towards a target, 1/(2β). TRL divides each log-ratio by its answer's "
-            "tokens first, a normalisation its code says the IPO paper does not discuss explicitly: "
+            "tokens first, a normalisation its code says the IPO paper does not discuss explicitly but its results "
+            "use: "
             f"h = {fmt(dpo.chosen_logratio)} / {n_chosen} − ({fmt(dpo.rejected_logratio)}) / "
             f"{n_rejected} = {fmt(others.ipo_margin)}, and the loss is (h − 1/(2β))² = "
             f"({fmt(others.ipo_margin)} − {fmt(1 / (2 * DEFAULT_BETA))})² = **{fmt(others.ipo)}**: a squared "

@@ -25,6 +25,7 @@ from lmviz.lessons.gradient_step import (
     MAX_STEPS,
     SIGN_LIKE,
     STEP_MAX_TOKENS,
+    TRAINER_FUSED_FROM_TORCH,
     TRAINER_MAX_GRAD_NORM,
     TRAINER_OPTIMIZER,
     TRAINER_SCHEDULE,
@@ -294,7 +295,8 @@ with st.expander("A trainer's options for these steps: gradient clipping, and a 
         f"{TRAINER_MAX_GRAD_NORM:g} by default): when ‖g‖ over every weight is above the limit, every entry of g is "
         "multiplied by c = limit / (‖g‖ + 10⁻⁶), so the gradient keeps its direction and its length becomes the "
         "limit. With SGD, as here, that is a smaller rate for the step. The Trainer's own optimizer is AdamW "
-        f"(`optim=\"{TRAINER_OPTIMIZER}\"`), which divides each gradient by its own running size √v̂, so the factor "
+        f"(`optim=\"{TRAINER_OPTIMIZER}\"` with torch {TRAINER_FUSED_FROM_TORCH} or later, as here), which divides "
+        "each gradient by its own running size √v̂, so the factor "
         "c cancels except against ε: at the first step lr · c·g / (c·|g| + ε) = lr · g / (|g| + ε/c), as if ε were 1/c "
         "times larger: each weight's first step is multiplied by (|g| + ε) / (|g| + ε/c), nearly 1 where |g| is far "
         "above ε/c, and nearly c only where |g| is far below ε.\n\n"

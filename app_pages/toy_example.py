@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lmviz.app import url_state
-from lmviz.app.chrome import chart_font_px, intro, key_table, readable_table, stop_page, term
+from lmviz.app.chrome import SHOWN_WHILE_HIDDEN, chart_font_px, intro, key_table, readable_table, stop_page, term
 from lmviz.app.loss_options import loss_options
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
@@ -107,15 +107,16 @@ start = pd.DataFrame(toy.PROBABILITIES, columns=toy.VOCAB, index=row_names)
 for (t, word), p in st.session_state[EDITS.key].items():
     start.iloc[t, toy.VOCAB.index(word)] = p
 # the editor's data stays the session's first table: its edits are kept by the editor itself, and in the link
-edited = st.data_editor(
-    start,
-    key=f"{EDITOR_KEY}{st.session_state.get('toy_table_version', 0)}",
-    # step: the editor keeps as many decimals as the step has (0.001 turned a typed 0.0004 into 0);
-    # "plain": each number as typed (0.5, 0.0004, 0.000001), not padded to six decimals.
-    column_config={w: st.column_config.NumberColumn(w, min_value=0.0, max_value=MOST_P, step=SMALLEST_P, format="plain")
-                   for w in toy.VOCAB},
-    disabled=False,
-)
+with st.container(key=f"{SHOWN_WHILE_HIDDEN}-toy-table"):  # a control: it stays while the numbers are hidden
+    edited = st.data_editor(
+        start,
+        key=f"{EDITOR_KEY}{st.session_state.get('toy_table_version', 0)}",
+        # step: the editor keeps as many decimals as the step has (0.001 turned a typed 0.0004 into 0);
+        # "plain": each number as typed (0.5, 0.0004, 0.000001), not padded to six decimals.
+        column_config={w: st.column_config.NumberColumn(w, min_value=0.0, max_value=MOST_P, step=SMALLEST_P,
+                                                        format="plain") for w in toy.VOCAB},
+        disabled=False,
+    )
 st.caption(f"Any number from {SMALLEST_P:.6f} up, with up to six decimals, or 0: try 0 on a true label.")
 try:
     probs, rescaled = toy.check_probability_table(edited.to_numpy(dtype=float))

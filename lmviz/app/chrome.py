@@ -85,30 +85,34 @@ HIDE_HELP = ("Hides the page's numbers, so that the room can answer a question b
 RESULT_PANEL = "result-panel"  # the container key; Streamlit gives it the CSS class st-key-result-panel
 CHECK_YOURSELF = "check-yourself"  # the start of the key of a page's questions' container (lmviz.app.path)
 LESSON_FOOTER = "lesson-footer"  # the container of the lesson's Previous / Next links and the progress
+SHOWN_WHILE_HIDDEN = "shown-while-hidden"  # the start of the key of a container of what a learner sets in a table
 # While the numbers are hidden, the working below the pinned panel is folded away: the room is being asked, and
 # the page's sentences, tables and charts hold the answers as surely as the panel does (Bits per byte's
 # "= 1.34266", RL fine-tuning's table of clipped ratios). What stays: everything above the panel (the lesson's
-# introduction), the headings, every control, the metrics (each reads HIDDEN), the questions wherever they are, and
-# the lesson's footer.
-WORKING = f'[data-testid="stMain"] [data-testid="stLayoutWrapper"]:has(.st-key-{RESULT_PANEL}) ~ *'
-KEPT = f'[class*="st-key-{CHECK_YOURSELF}"], .st-key-{LESSON_FOOTER}'
+# introduction), the headings, every control (in a fold too, and Toy example's table of probabilities), the
+# metrics (each reads HIDDEN), the questions wherever they are, and the lesson's footer.
+BELOW_PANEL = f'[data-testid="stMain"] [data-testid="stLayoutWrapper"]:has(.st-key-{RESULT_PANEL}) ~ *'
+KEPT = f'[class*="st-key-{CHECK_YOURSELF}"], [class*="st-key-{SHOWN_WHILE_HIDDEN}"], .st-key-{LESSON_FOOTER}'
 # What a page writes, as against what a learner sets: folded while hidden
 WRITTEN = ", ".join(f'[data-testid="{kind}"]' for kind in (
     "stMarkdown", "stCaptionContainer", "stText", "stDataFrame", "stTable", "stPlotlyChart", "stVegaLiteChart",
-    "stAlert", "stCode", "stJson", "stImage", "stDownloadButton"))
+    "stAlert", "stException", "stCode", "stJson", "stImage", "stDownloadButton"))
+CONTROLS = ", ".join(f'[data-testid="{kind}"]' for kind in (
+    "stSlider", "stSelectbox", "stNumberInput", "stTextInput", "stTextArea", "stCheckbox", "stRadio",
+    "stMultiSelect", "stButton"))  # a select_slider is an stSlider, a toggle an stCheckbox
 FOLDED_NOTE = ("The page's working is folded away while its numbers are hidden: its headings, its controls and its "
                "questions stay.")
-# Every st.metric of the main area (the pinned panel's, and the few further down) reads HIDDEN, in the same place
-# and size, so that the room sees that the numbers are hidden on purpose, not missing, and the page does not
+# Every st.metric of the main area (the pinned panel's, and the few further down) reads HIDDEN, in the same
+# place and size, so that the room sees that the numbers are hidden on purpose, not missing, and the page does not
 # move. The deltas go too. The word is an inline block, so that a rerun's strike-through does not reach it.
 HIDDEN_NUMBERS_CSS = f"""<style>
 [data-testid="stMain"] [data-testid="stMetricValue"] > *, [data-testid="stMain"] [data-testid="stMetricDelta"] {{
   display: none; }}
 [data-testid="stMain"] [data-testid="stMetricValue"]::before {{ content: "{HIDDEN}"; display: inline-block;
   font-style: italic; padding: 0 0.4em; border: 2px dashed currentColor; border-radius: 0.3em; line-height: 1.2; }}
-:is({WORKING}, {WORKING} *):not({KEPT}, :is({KEPT}) *):is(
+:is({BELOW_PANEL}, {BELOW_PANEL} *):not({KEPT}, :is({KEPT}) *):is(
   [data-testid="stElementContainer"]:has(:is({WRITTEN})):not(:has([data-testid="stMetric"])),
-  [data-testid="stLayoutWrapper"]:has(> [data-testid="stExpander"])) {{ display: none; }}
+  [data-testid="stLayoutWrapper"]:has(> [data-testid="stExpander"]):not(:has(:is({CONTROLS})))) {{ display: none; }}
 </style>"""
 
 

@@ -259,8 +259,8 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
               f"{TRL.num_iterations}), or when one generation is split over several optimizer steps (TRL's "
               "steps_per_generation, which defaults to gradient_accumulation_steps: TRL computes π_old's "
               "log-probabilities whenever gradient_accumulation_steps is not a multiple of steps_per_generation × "
-              "num_iterations). GSPO (Zheng et al. 2025) takes one ratio per answer instead, e to the mean of "
-              "its tokens' log-ratios."),
+              "num_iterations, and whenever vLLM samples the answers). GSPO (Zheng et al. 2025) takes one ratio "
+              "per answer instead, e to the mean of its tokens' log-ratios."),
     "clip": (("clip", "clipped", "clip fraction"),
              f"PPO's clip(r, 1 − ε, 1 + ε): the ratio held inside a range around 1 (ε = {TRL.epsilon:g} by default "
              "in TRL). Each token's term is the smaller of r·A and clip(r)·A; where the clipped one is the smaller, "
@@ -365,7 +365,8 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
             "Identity preference optimisation (Azar et al. 2023), one of TRL's DPO loss types: with h the difference "
             "between the chosen and the rejected answer's log π − log π_ref, the loss is (h − 1/(2β))². TRL's "
             "DPOTrainer first divides each log-ratio by its answer's tokens, a normalisation its code says the IPO "
-            "paper does not discuss explicitly. It stops pushing once the margin reaches 1/(2β), where DPO's "
+            "paper does not discuss explicitly, and that the paper's results use (confirmed with its authors). It "
+            "stops pushing once the margin reaches 1/(2β), where DPO's "
             "−log σ(β·h) keeps rewarding a larger one."),
     "SimPO": (("SimPO",),
               "Simple preference optimisation (Meng et al. 2024): −log σ(β · (the chosen answer's mean log p per token "

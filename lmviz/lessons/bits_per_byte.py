@@ -12,7 +12,7 @@ and 2^bpb is the byte perplexity. Two conventions are in use, and this module co
   bytes of the whole document, ``len(text.encode("utf-8"))``; words by ``re.split(r"\\s+", text)``. lmviz scores
   the text's own tokens; lm-evaluation-harness 0.4.13 scores the text as the tokenizer encodes it by default, with
   whatever special tokens that adds (``harness_encoding``), and reads as many tokens at once as the model's config
-  allows (``harness_max_length``);
+  gives, else its tokenizer's model_max_length, else 2048 (``harness_max_length``);
 - nanochat's: the bytes of the predicted tokens only, each token's own; a special token counts 0 bytes and its
   -ln p is left out of the sum. A token's bytes are read from its piece (``lmviz.core.text.token_bytes``).
   Counted after decoding the token to text alone, as nanochat did before its commit 2ce972a (``decoded_bytes``),

@@ -95,11 +95,13 @@ def check_steps(steps: int) -> int:
 
 # transformers' TrainingArguments defaults (transformers/training_args.py): its Trainer clips every step's gradient
 # to max_grad_norm with torch.nn.utils.clip_grad_norm_ (Trainer._clip_grad_norm, through accelerate), steps with
-# optim "adamw_torch_fused", torch.optim.AdamW(fused=True) (trainer_optimizer.py, _get_adamw_torch), at weight_decay
+# optim "adamw_torch_fused" (from torch 2.8; "adamw_torch" before), torch.optim.AdamW(fused=True)
+# (trainer_optimizer.py, _get_adamw_torch), at weight_decay
 # 0, and sets the rate by lr_scheduler_type "linear" after warmup_steps 0. Importing TrainingArguments takes seconds,
 # so the page states them from here; a test reads the installed ones
 TRAINER_MAX_GRAD_NORM = 1.0
 TRAINER_OPTIMIZER, TRAINER_WEIGHT_DECAY = "adamw_torch_fused", 0.0
+TRAINER_FUSED_FROM_TORCH = "2.8"  # the torch from which TrainingArguments' default optim is the fused AdamW
 TRAINER_SCHEDULE, TRAINER_WARMUP_STEPS = "linear", 0
 
 

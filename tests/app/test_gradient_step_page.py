@@ -71,9 +71,10 @@ def test_the_trainers_options_fold_says_what_clipping_does_to_adamw_and_the_trai
     (tests/lessons/test_gradient_step.py checks the identity against torch.optim.AdamW); and the Trainer's default
     schedule is linear, with no warm-up (read from transformers there)."""
     text = shown(default_page)
-    assert (f'The Trainer\'s own optimizer is AdamW (optim="{TRAINER_OPTIMIZER}"), which divides each gradient by its '
-            "own running size √v̂, so the factor c cancels except against ε: at the first step lr · c·g / (c·|g| + ε) = "
-            "lr · g / (|g| + ε/c), as if ε were 1/c times larger") in text.replace("`", "")
+    assert (f'The Trainer\'s own optimizer is AdamW (optim="{TRAINER_OPTIMIZER}" with torch 2.8 or later, as here), '
+            "which divides each gradient by its own running size √v̂, so the factor c cancels except against ε: at "
+            "the first step lr · c·g / (c·|g| + ε) = lr · g / (|g| + ε/c), as if ε were 1/c times larger") in \
+        text.replace("`", "")
     assert (f'The Trainer\'s default is neither: lr_scheduler_type="{TRAINER_SCHEDULE}" with '
             f"warmup_steps={TRAINER_WARMUP_STEPS}, a rate that falls in a straight line") in text.replace("`", "")
 

@@ -577,5 +577,5 @@ def test_the_pages_windows_and_end_token(bundled):
     with_end = bits_per_byte(bundled, text, end_token=True)
     assert f"costs {with_end.rows[-1].nll:.5f} nats" in shown
     summary = next(d.value for d in at.dataframe if "scored as" in d.value)
-    assert list(summary["tokens that lost context"]) == [str(len(w.lost_context())) for w in
+    assert list(summary["tokens that lost context"]) == [len(w.lost_context()) for w in
                                                          (scored.whole, scored.harness, scored.strided)]

@@ -114,7 +114,9 @@ def test_the_ipo_normalisation_is_trls_and_its_comment_says_the_paper_does_not_d
     """The page and the glossary credit the per-token means to TRL, not to Azar et al., as TRL's IPO branch says."""
     source = " ".join(inspect.getsource(DPOTrainer._compute_loss).replace("#", " ").split())
     assert "This length normalization is not explicitly discussed in the IPO paper" in source
-    assert "a normalisation its code says the IPO paper does not discuss explicitly" in TERMS["IPO"][1]
+    assert "the results reported in the paper correspond to this normalized form" in source
+    assert ("a normalisation its code says the IPO paper does not discuss explicitly, and that the paper's results "
+            "use (confirmed with its authors)") in TERMS["IPO"][1]
     assert "each divided by its answer's tokens, the loss" not in TERMS["IPO"][1]  # the credit the issue found
 
 

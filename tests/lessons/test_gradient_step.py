@@ -281,6 +281,7 @@ def test_the_trainers_defaults_the_page_states_are_the_installed_transformers():
     from transformers import TrainingArguments
 
     from lmviz.lessons.gradient_step import (
+        TRAINER_FUSED_FROM_TORCH,
         TRAINER_MAX_GRAD_NORM,
         TRAINER_OPTIMIZER,
         TRAINER_SCHEDULE,
@@ -291,12 +292,19 @@ def test_the_trainers_defaults_the_page_states_are_the_installed_transformers():
     fields = TrainingArguments.__dataclass_fields__
     assert fields["max_grad_norm"].default == TRAINER_MAX_GRAD_NORM
     assert fields["optim"].default == TRAINER_OPTIMIZER and fields["weight_decay"].default == TRAINER_WEIGHT_DECAY
+    # the fused default holds from torch 2.8 (training_args.py), and this torch is one
+    import transformers.training_args as training_args
+
+    assert "if is_torch_greater_or_equal_than_2_8:" in inspect.getsource(training_args)
+    from packaging.version import Version
+
+    assert Version(torch.__version__).release >= Version(TRAINER_FUSED_FROM_TORCH).release
     assert (fields["lr_scheduler_type"].default, fields["warmup_steps"].default) == (TRAINER_SCHEDULE,
                                                                                      TRAINER_WARMUP_STEPS)
     assert "warmup_ratio" not in fields  # transformers 5 folded it into warmup_steps (a float below 1 is a ratio)
     assert (f'`lr_scheduler_type="{TRAINER_SCHEDULE}"` with `warmup_steps={TRAINER_WARMUP_STEPS}`, a rate that falls '
             "in a straight line from $\\eta$ at the first step towards 0 after the last") in DOCS
-    assert f'AdamW (`optim="{TRAINER_OPTIMIZER}"`, `torch.optim.AdamW` with `fused=True`)' in DOCS
+    assert f'AdamW (`optim="{TRAINER_OPTIMIZER}"`, `torch.optim.AdamW` with `fused=True`, from torch' in DOCS
 
 
 def test_the_linear_schedule_the_docs_describe_is_transformers():

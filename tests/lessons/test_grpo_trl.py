@@ -246,6 +246,12 @@ def test_the_ratio_leaves_1_where_trl_computes_pi_olds_log_probabilities():
         questions.SPLIT_GENERATION
     assert condition in TERMS["ratio"][1] and "defaults to gradient_accumulation_steps" in TERMS["ratio"][1]
     assert "one generation is split over several optimizer steps" in TERMS["ratio"][1]
+    # and with vLLM's sampler, whose correction is on by default
+    assert "self.use_vllm and self.vllm_importance_sampling_correction" in source
+    correction = next(f for f in dataclasses.fields(GRPOConfig) if f.name == "vllm_importance_sampling_correction")
+    assert correction.default is True
+    assert "vllm_importance_sampling_correction is True by default" in questions.SPLIT_GENERATION
+    assert "whenever vLLM samples the answers" in TERMS["ratio"][1]
     assert "only when the same answers" not in TERMS["ratio"][1]
 
 

@@ -18,7 +18,9 @@ MORE, LESS, SAME = "more", "less", "the same"
 # GRPOConfig's steps_per_generation defaults to gradient_accumulation_steps
 SPLIT_GENERATION = ("TRL's steps_per_generation defaults to gradient_accumulation_steps; TRL computes π_old's "
                     "log-probabilities, and the ratio can leave 1, whenever gradient_accumulation_steps is not a "
-                    "multiple of steps_per_generation × num_iterations.")
+                    "multiple of steps_per_generation × num_iterations (it computes them too whenever vLLM samples "
+                    "the answers, to correct for the sampler: vllm_importance_sampling_correction is True by "
+                    "default).")
 
 
 def reward_text(reward: float) -> str:
