@@ -1,6 +1,7 @@
 """What several test modules share. They import it from here, never from one another: a test module
 then runs alone, and moving or renaming a test never breaks another module."""
 
+import dataclasses
 import json
 import math
 import re
@@ -116,3 +117,18 @@ def table_rows(question) -> list[dict[str, str]]:
     """A question's table (what a phone in a live class shows under it) as one dict per row, by its header."""
     header, *rows = question.table
     return [dict(zip(header, row)) for row in rows]
+
+
+def config_field(config: type, name: str) -> dataclasses.Field:
+    """A config class's dataclass field (TRL's and transformers' configs), read without an instance:
+    TrainingArguments' __post_init__ looks for devices."""
+    for field in dataclasses.fields(config):
+        if field.name == name:
+            return field
+    raise KeyError(f"{config.__name__} has no field {name}")
+
+
+def config_default(config: type, name: str):
+    """A config class's default for ``name`` (its default_factory's value, where it has one)."""
+    field = config_field(config, name)
+    return field.default_factory() if field.default is dataclasses.MISSING else field.default

@@ -24,15 +24,7 @@ from trl.trainer import grpo_trainer  # noqa: E402
 
 from lmviz.core import trl as house  # noqa: E402
 from lmviz.lessons import distillation  # noqa: E402
-
-
-def default(config: type, field: str):
-    """A config class's default for ``field``, read from its dataclass field (no instance: TrainingArguments'
-    __post_init__ looks for devices)."""
-    for f in dataclasses.fields(config):
-        if f.name == field:
-            return f.default_factory() if f.default is dataclasses.MISSING else f.default
-    raise KeyError(f"{config.__name__} has no field {field}")
+from tests.helpers import config_default  # noqa: E402
 
 
 def test_the_trl_lmviz_quotes_is_the_one_installed():
@@ -46,7 +38,7 @@ NOT_CONFIG_FIELDS = {"version", "loss_types", "std_eps"}
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(house.TrlGrpo)
                                    if f.name not in NOT_CONFIG_FIELDS])
 def test_each_grpo_default_lmviz_quotes_is_grpoconfigs(field):
-    assert getattr(house.TRL, field) == default(GRPOConfig, field)
+    assert getattr(house.TRL, field) == config_default(GRPOConfig, field)
 
 
 def test_the_grpo_loss_types_are_those_grpoconfig_documents():
@@ -81,12 +73,12 @@ def test_every_preference_default_is_read_here():
 @pytest.mark.parametrize("field", sorted(PREFERENCE_FIELDS))
 def test_each_preference_default_lmviz_quotes_is_trls(field):
     config, name = PREFERENCE_FIELDS[field]
-    assert getattr(house.PREFERENCE, field) == default(config, name)
+    assert getattr(house.PREFERENCE, field) == config_default(config, name)
 
 
 def test_sft_does_not_pack_by_default_as_the_glossary_says():
     from lmviz.course.glossary import TERMS
-    assert default(SFTConfig, "packing") is False
+    assert config_default(SFTConfig, "packing") is False
     assert "SFTConfig's packing is False by default" in TERMS["packing"][1]
 
 

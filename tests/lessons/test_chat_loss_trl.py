@@ -25,7 +25,7 @@ from trl.experimental.orpo import ORPOConfig, ORPOTrainer  # noqa: E402
 from lmviz.course.glossary import TERMS  # noqa: E402
 from lmviz.lessons import chat_loss  # noqa: E402
 from lmviz.lessons.chat_loss import dpo_loss, preference_losses  # noqa: E402
-from tests.core.test_trl_reference import default  # noqa: E402
+from tests.helpers import config_default  # noqa: E402
 
 VOCAB = 13
 PROMPT = [3, 7, 1, 4]
@@ -80,7 +80,7 @@ def padded(rows: list[list[int]], value: int) -> torch.Tensor:
 def lessons(z0: float = 0.0, prompt: list[int] = PROMPT):
     """lmviz's preference losses on the pair, from the two models' sums (the first answer chosen), DPOConfig's β."""
     sums = [model.summed_logp(prompt, answer) for model in (POLICY, REFERENCE) for answer in (CHOSEN, REJECTED)]
-    return preference_losses(*sums, len(CHOSEN), len(REJECTED), default(DPOConfig, "beta"), z0)
+    return preference_losses(*sums, len(CHOSEN), len(REJECTED), config_default(DPOConfig, "beta"), z0)
 
 
 # --- DPO and IPO: DPOTrainer._compute_loss ---------------------------------------------------------------------
@@ -93,20 +93,20 @@ def dpo_trainers_loss(loss_type: str) -> float:
               "completion_mask": completion,
               "ref_chosen_logps": torch.tensor([REFERENCE.summed_logp(PROMPT, CHOSEN)], dtype=torch.float64),
               "ref_rejected_logps": torch.tensor([REFERENCE.summed_logp(PROMPT, REJECTED)], dtype=torch.float64)}
-    trainer = stand_in(DPOTrainer, (), beta=default(DPOConfig, "beta"), loss_types=[loss_type], loss_weights=[1.0],
-                       precompute_ref_logps=True, ld_alpha=default(DPOConfig, "ld_alpha"), use_weighting=False,
-                       f_divergence_type=default(DPOConfig, "f_divergence_type"))
+    trainer = stand_in(DPOTrainer, (), beta=config_default(DPOConfig, "beta"), loss_types=[loss_type],
+                       loss_weights=[1.0], precompute_ref_logps=True, ld_alpha=config_default(DPOConfig, "ld_alpha"),
+                       use_weighting=False, f_divergence_type=config_default(DPOConfig, "f_divergence_type"))
     return DPOTrainer._compute_loss(trainer, POLICY, inputs, return_outputs=False).item()
 
 
 def test_dpo_is_dpotrainers_sigmoid_loss():
     sums = [model.summed_logp(PROMPT, answer) for model in (POLICY, REFERENCE) for answer in (CHOSEN, REJECTED)]
-    assert dpo_loss(*sums, beta=default(DPOConfig, "beta")).loss == pytest.approx(dpo_trainers_loss("sigmoid"),
+    assert dpo_loss(*sums, beta=config_default(DPOConfig, "beta")).loss == pytest.approx(dpo_trainers_loss("sigmoid"),
                                                                                     rel=1e-12)
 
 
 def test_ipo_is_dpotrainers_ipo_loss():
-    assert chat_loss.DEFAULT_BETA == default(DPOConfig, "beta")  # the β the page gives IPO
+    assert chat_loss.DEFAULT_BETA == config_default(DPOConfig, "beta")  # the β the page gives IPO
     assert lessons().ipo == pytest.approx(dpo_trainers_loss("ipo"), rel=1e-12)
 
 
@@ -135,33 +135,34 @@ def pair_batch(prompt: list[int] = PROMPT) -> dict:
 
 def cpo_trainers_loss(cpo_alpha: float) -> float:
     trainer = stand_in(CPOTrainer, ("concatenated_forward", "concatenated_inputs", "get_batch_logps", "cpo_loss"),
-                       loss_type="simpo", beta=default(CPOConfig, "beta"), cpo_alpha=cpo_alpha,
-                       simpo_gamma=default(CPOConfig, "simpo_gamma"), alpha=default(CPOConfig, "alpha"),
-                       label_smoothing=default(CPOConfig, "label_smoothing"), is_encoder_decoder=False, pad_token_id=0)
+                       loss_type="simpo", beta=config_default(CPOConfig, "beta"), cpo_alpha=cpo_alpha,
+                       simpo_gamma=config_default(CPOConfig, "simpo_gamma"), alpha=config_default(CPOConfig, "alpha"),
+                       label_smoothing=config_default(CPOConfig, "label_smoothing"), is_encoder_decoder=False,
+                       pad_token_id=0)
     return CPOTrainer.get_batch_loss_metrics(trainer, POLICY, pair_batch())[0].item()
 
 
 def test_simpo_is_cpotrainers_simpo_loss_with_cpo_alpha_0():
     """The SimPO paper's loss, with no NLL term: CPOConfig(loss_type="simpo", cpo_alpha=0.0), TRL's docs' SimPO."""
-    assert (chat_loss.SIMPO_BETA, chat_loss.SIMPO_GAMMA) == (default(CPOConfig, "beta"),
-                                                             default(CPOConfig, "simpo_gamma"))
+    assert (chat_loss.SIMPO_BETA, chat_loss.SIMPO_GAMMA) == (config_default(CPOConfig, "beta"),
+                                                             config_default(CPOConfig, "simpo_gamma"))
     assert lessons().simpo == pytest.approx(cpo_trainers_loss(0.0), rel=1e-12)
 
 
 def test_cpo_simpo_is_cpotrainers_simpo_loss_with_its_default_cpo_alpha():
     """CPOConfig's default cpo_alpha adds cpo_alpha × the chosen answer's NLL: what the page calls CPO-SimPO."""
-    assert chat_loss.CPO_ALPHA == default(CPOConfig, "cpo_alpha") != 0
+    assert chat_loss.CPO_ALPHA == config_default(CPOConfig, "cpo_alpha") != 0
     ours = lessons()
-    assert ours.cpo_simpo == pytest.approx(cpo_trainers_loss(default(CPOConfig, "cpo_alpha")), rel=1e-12)
+    assert ours.cpo_simpo == pytest.approx(cpo_trainers_loss(config_default(CPOConfig, "cpo_alpha")), rel=1e-12)
     assert ours.cpo_simpo - ours.simpo == pytest.approx(chat_loss.CPO_ALPHA * -ours.chosen_mean_logp, rel=1e-12)
 
 
 def test_the_simpo_paper_beta_the_page_quotes_is_not_cpoconfigs():
     """The page and the glossary say that the page's β is CPOConfig's and that the SimPO paper's range differs."""
     low, high = chat_loss.SIMPO_PAPER_BETA
-    assert not low <= default(CPOConfig, "beta") <= high
+    assert not low <= config_default(CPOConfig, "beta") <= high
     assert f"its paper trains with β from {low:g} to {high:g}" in TERMS["SimPO"][1]
-    assert f"CPOConfig has β {default(CPOConfig, 'beta'):g}" in TERMS["SimPO"][1]
+    assert f"CPOConfig has β {config_default(CPOConfig, 'beta'):g}" in TERMS["SimPO"][1]
     assert "unless cpo_alpha is set to 0" in TERMS["SimPO"][1] and "no NLL term" in TERMS["SimPO"][1]
 
 
@@ -172,14 +173,14 @@ FLOAT32 = 1e-6  # ORPOTrainer.odds_ratio_loss casts the mean log-probabilities t
 def orpo_trainers_loss(prompt: list[int]) -> float:
     trainer = stand_in(ORPOTrainer, ("concatenated_forward", "concatenated_inputs", "get_batch_logps",
                                      "odds_ratio_loss"),
-                       beta=default(ORPOConfig, "beta"), is_encoder_decoder=False, padding_value=0)
+                       beta=config_default(ORPOConfig, "beta"), is_encoder_decoder=False, padding_value=0)
     return ORPOTrainer.get_batch_loss_metrics(trainer, POLICY, pair_batch(prompt))[0].item()
 
 
 def test_orpo_is_orpotrainers_loss_where_the_prompt_adds_no_prediction():
     """ORPOTrainer's NLL runs over the prompt and the answer; with a one-token prompt, which is never predicted,
     that is the answer's NLL alone, and the two agree."""
-    assert chat_loss.ORPO_LAMBDA == default(ORPOConfig, "beta")
+    assert chat_loss.ORPO_LAMBDA == config_default(ORPOConfig, "beta")
     assert lessons(prompt=PROMPT[:1]).orpo == pytest.approx(orpo_trainers_loss(PROMPT[:1]), rel=FLOAT32)
 
 
@@ -218,17 +219,18 @@ def kto_trainers_loss(kl_shift: float) -> tuple[float, float]:
               "ref_logps": torch.tensor([REFERENCE.summed_logp(PROMPT, a) for a in (CHOSEN, REJECTED)],
                                         dtype=torch.float64),
               "ref_KL_logps": torch.tensor(kl_policy, dtype=torch.float64) - kl_shift}
-    trainer = stand_in(KTOTrainer, ("_compute_kl_logps",), beta=default(KTOConfig, "beta"), calculate_KL=True,
-                       loss_type=default(KTOConfig, "loss_type"), precompute_ref_logps=True,
-                       desirable_weight=default(KTOConfig, "desirable_weight"),
-                       undesirable_weight=default(KTOConfig, "undesirable_weight"))
+    trainer = stand_in(KTOTrainer, ("_compute_kl_logps",), beta=config_default(KTOConfig, "beta"), calculate_KL=True,
+                       loss_type=config_default(KTOConfig, "loss_type"), precompute_ref_logps=True,
+                       desirable_weight=config_default(KTOConfig, "desirable_weight"),
+                       undesirable_weight=config_default(KTOConfig, "undesirable_weight"))
     return KTOTrainer._compute_loss(trainer, POLICY, inputs, return_outputs=False).item(), max(kl_shift, 0.0)
 
 
 @pytest.mark.parametrize("kl_shift", [0.0, 0.75, -0.75])
 def test_kto_is_ktotrainers_loss_with_its_reference_point_clamped_at_0(kl_shift):
     assert (chat_loss.KTO_BETA, chat_loss.KTO_DESIRABLE_WEIGHT, chat_loss.KTO_UNDESIRABLE_WEIGHT) == (
-        default(KTOConfig, "beta"), default(KTOConfig, "desirable_weight"), default(KTOConfig, "undesirable_weight"))
+        config_default(KTOConfig, "beta"), config_default(KTOConfig, "desirable_weight"),
+        config_default(KTOConfig, "undesirable_weight"))
     theirs, z0 = kto_trainers_loss(kl_shift)
     assert lessons(z0=z0).kto == pytest.approx(theirs, rel=1e-12)
     if kl_shift < 0:  # a negative mean is clamped: the lesson with z0 below 0 would differ
@@ -241,8 +243,8 @@ def test_the_lessons_docs_say_of_trl_what_these_tests_check():
     docs = " ".join((Path(__file__).resolve().parents[2] / "docs/lessons/chat_loss.md").read_text().split())
     low, high = chat_loss.SIMPO_PAPER_BETA
     for words in ("its code says the IPO paper does not discuss that normalisation explicitly",
-                  f"The page takes CPOConfig's β, {default(CPOConfig, 'beta'):g}; the SimPO paper trains with β from "
-                  f"{low:g} to {high:g}",
-                  f"unless `cpo_alpha` is 0, and CPOConfig's default is {default(CPOConfig, 'cpo_alpha')}: TRL's docs "
-                  "call that CPO-SimPO", "TRL's ORPOTrainer averages it over the prompt's tokens as well"):
+                  f"The page takes CPOConfig's β, {config_default(CPOConfig, 'beta'):g}; the SimPO paper trains with "
+                  f"β from {low:g} to {high:g}",
+                  f"unless `cpo_alpha` is 0, and CPOConfig's default is {config_default(CPOConfig, 'cpo_alpha')}: "
+                  "TRL's docs call that CPO-SimPO", "TRL's ORPOTrainer averages it over the prompt's tokens as well"):
         assert words in docs, words

@@ -5,7 +5,6 @@ GRPOTrainer's sequence level, each called on a stand-in trainer whose model forw
 (_get_per_token_logps_and_entropies) returns the lesson's own log-probabilities. Then what the lesson, the glossary
 and the questions say of TRL, read from TRL's source."""
 
-import dataclasses
 import inspect
 import math
 import os
@@ -18,11 +17,11 @@ import pytest
 import torch
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-trl = pytest.importorskip("trl")
 from trl import GRPOConfig, RLOOConfig  # noqa: E402
 from trl.rewards import get_soft_overlong_punishment  # noqa: E402
 from trl.trainer.grpo_trainer import GRPOTrainer  # noqa: E402
 from trl.trainer.rloo_trainer import RLOOTrainer  # noqa: E402
+from trl.trainer.utils import nanstd  # noqa: E402
 
 from lmviz.core.trl import CISPO, LUSPO  # noqa: E402
 from lmviz.course.glossary import TERMS  # noqa: E402
@@ -37,6 +36,7 @@ from lmviz.lessons.grpo import (  # noqa: E402
     group_loss,
     overlong_penalty,
 )
+from tests.helpers import config_default, config_field  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 # the page's source, its lines joined: a sentence cut by the line's end is still found
@@ -216,7 +216,7 @@ def test_scale_rewards_has_the_three_values_the_lesson_names_and_divides_as_it_s
     assert "std_rewards = nanstd(rewards).expand_as(rewards)" in source  # batch: one std over every reward
     assert "advantages = rewards - mean_grouped_rewards" in source  # whatever the scaling: the group's mean
     assert 'if self.scale_rewards != "none":' in source and "advantages / (std_rewards + 1e-4)" in source
-    default = next(f for f in dataclasses.fields(GRPOConfig) if f.name == "multi_objective_aggregation").default
+    default = config_default(GRPOConfig, "multi_objective_aggregation")
     assert default == "sum_then_normalize"
     words = " ".join(grpo.__doc__.split())
     for value in ("\"group\"", "\"batch\"", "\"none\"", "sum_then_normalize", "Bessel's correction", "nanstd"):
@@ -227,8 +227,8 @@ def test_scale_rewards_has_the_three_values_the_lesson_names_and_divides_as_it_s
 def test_nanstd_is_torch_std_with_bessels_correction():
     """To float32's precision: nanstd's correction count / (count − 1) divides two integer tensors, in float32."""
     rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], dtype=torch.float64)
-    assert trl.trainer.utils.nanstd(rewards).item() == pytest.approx(rewards.std().item(), rel=1e-7)
-    assert trl.trainer.utils.nanstd(rewards).item() != pytest.approx(rewards.std(correction=0).item(), rel=1e-3)
+    assert nanstd(rewards).item() == pytest.approx(rewards.std().item(), rel=1e-7)
+    assert nanstd(rewards).item() != pytest.approx(rewards.std(correction=0).item(), rel=1e-3)
 
 
 def test_the_ratio_leaves_1_where_trl_computes_pi_olds_log_probabilities():
@@ -239,7 +239,7 @@ def test_the_ratio_leaves_1_where_trl_computes_pi_olds_log_probabilities():
     assert "generate_every = self.args.steps_per_generation * self.num_iterations" in source
     assert "if self.args.gradient_accumulation_steps % generate_every != 0 or (" in source
     assert "per_token_logps.detach() if old_per_token_logps is None" in inspect.getsource(GRPOTrainer._compute_loss)
-    help_text = next(f for f in dataclasses.fields(GRPOConfig) if f.name == "steps_per_generation").metadata["help"]
+    help_text = config_field(GRPOConfig, "steps_per_generation").metadata["help"]
     assert "If `None`, it defaults to `gradient_accumulation_steps`" in help_text
     condition = "gradient_accumulation_steps is not a multiple of steps_per_generation × num_iterations"
     assert condition in questions.SPLIT_GENERATION and "defaults to gradient_accumulation_steps" in \
@@ -248,15 +248,14 @@ def test_the_ratio_leaves_1_where_trl_computes_pi_olds_log_probabilities():
     assert "one generation is split over several optimizer steps" in TERMS["ratio"][1]
     # and with vLLM's sampler, whose correction is on by default
     assert "self.use_vllm and self.vllm_importance_sampling_correction" in source
-    correction = next(f for f in dataclasses.fields(GRPOConfig) if f.name == "vllm_importance_sampling_correction")
-    assert correction.default is True
+    assert config_default(GRPOConfig, "vllm_importance_sampling_correction") is True
     assert "vllm_importance_sampling_correction is True by default" in questions.SPLIT_GENERATION
     assert "whenever vLLM samples the answers" in TERMS["ratio"][1]
     assert "only when the same answers" not in TERMS["ratio"][1]
 
 
 def test_rloo_takes_no_std_by_default_as_the_page_says():
-    default = next(f for f in dataclasses.fields(RLOOConfig) if f.name == "normalize_advantages").default
+    default = config_default(RLOOConfig, "normalize_advantages")
     assert default is False
     assert "RLOOConfig's normalize_advantages, False by default" in PAGE_SOURCE
 
@@ -264,7 +263,7 @@ def test_rloo_takes_no_std_by_default_as_the_page_says():
 def test_trls_cispo_cap_is_scalerls_as_its_help_cites():
     """GRPOConfig's epsilon_high help: with loss_type "cispo" it is ScaleRL's ε_max (arXiv 2510.13786), a cap
     on the ratio alone; the lesson and the page name ScaleRL's form and the paper's two-sided clip."""
-    help_text = next(f for f in dataclasses.fields(GRPOConfig) if f.name == "epsilon_high").metadata["help"]
+    help_text = config_field(GRPOConfig, "epsilon_high").metadata["help"]
     assert "loss_type='cispo'" in help_text and "ScaleRL paper](https://huggingface.co/papers/2510.13786)" in help_text
     assert "clamped_ratios = torch.clamp(coef_1, max=self.epsilon_high).detach()" in inspect.getsource(
         GRPOTrainer._compute_loss)  # one-sided: no lower bound
