@@ -66,6 +66,23 @@ def test_device_is_cuda_when_present_else_cpu(monkeypatch):
         pick_device("cuda")
 
 
+def test_the_bundled_model_gives_the_same_digits_dequantised_or_read_back_from_the_cache(tmp_path, monkeypatch):
+    """A teacher's first start dequantises the GGUF file, the next reads lmviz's cache: the page's numbers must not
+    change between the two. Read straight from the file, the weights sat 8 bytes off torch's 64-byte alignment and
+    the CPU kernels summed in another order (-log p 2.74075 against 2.74076 on Next token's default text)."""
+    from lmviz.models import bundled
+
+    monkeypatch.setenv("LMVIZ_CACHE", str(tmp_path))
+    monkeypatch.setattr(bundled, "_dequantised", {})
+    dequantised = load_causal_lm()
+    read_back = load_causal_lm()
+    assert "dequantised from" in dequantised.source and "from lmviz's cache" in read_back.source
+    assert all(p.data_ptr() % 64 == 0 for p in read_back.model.parameters())
+    ids = dequantised.tokenizer("The capital of France is", return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.equal(dequantised.model(ids).logits, read_back.model(ids).logits)
+
+
 def test_unwritable_cache_warns_and_never_dequantises_twice(tmp_path, monkeypatch):
     from lmviz.models import bundled
 
