@@ -133,9 +133,10 @@ def test_the_formula_is_autograds_gradient(request, model):
         # the sum of V float32 probabilities is 1 up to the rounding of V terms (observed 2e-6 on SmolLM2's 49 152)
         assert abs(row.row_sum) < 1e-5 and abs(row.autograd_row_sum) < 1e-5
         # ‖row‖ is the exact row's (float64 softmax of the float32 logits); autograd's float32 softmax over V entries
-        # is off from it by up to 2.4e-5 relative on SmolLM2's, and by float32's ~6e-8 in p where p is near 1
+        # is off from it by up to 2.4e-5 relative on SmolLM2's, and by a few of float32's steps in p (6e-8 below 1)
+        # where p is near 1: 3.7 of them, observed on the tiny GPT
         assert row.row_norm == pytest.approx(torch.linalg.vector_norm(g, dtype=torch.float64).item(), rel=1e-4,
-                                             abs=1e-7 / count)
+                                             abs=3e-7 / count)
         # ‖row‖ = √((1 − p)² + Σ_others p_v²) / N, and so between (1 − p)/N and √2 · (1 − p)/N (section 2). Where
         # p is near 1, float32's p has an absolute error of ~6e-8, and so has 1 − p: hence abs=1e-7 (observed 9e-10)
         p_all = torch.softmax(logits[t].detach().double(), -1)
