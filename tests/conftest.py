@@ -108,6 +108,16 @@ def bundled():
     return load_causal_lm()
 
 
+@pytest.fixture(scope="session")
+def default_grpo_group(bundled):
+    """RL fine-tuning's default group on the bundled model (its prompt, 8 answers of up to 12 tokens, seed 0,
+    temperature 1), drawn once per worker for the tests that read it (about 25 s on busy cores, drawn by seven tests
+    before). A test reads it; one that needs another group draws its own."""
+    from lmviz.lessons.grpo import DEFAULT_PROMPT, sample_group
+
+    return sample_group(bundled, DEFAULT_PROMPT, 8, 0, 1.0, 12)
+
+
 # Tests that must not run beside their own kind: the browser tests share one Streamlit server and its log, and
 # two of them at once on a 2-core machine miss their timeouts; Ray is one cluster per machine.
 ONE_WORKER = {"tests/e2e/": "browser", "tests/serving/test_ray_scorer.py": "ray"}

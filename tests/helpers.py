@@ -27,13 +27,30 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGES = [step.page for step in PATH] + re.findall(r'st\.Page\("(app_pages/[^"]+\.py)"', Path(APP).read_text())
 
 
-def open_page(page: str) -> AppTest:
+def open_page(page: str, timeout: float = 120) -> AppTest:
     """One page of the app, headless (Streamlit's AppTest), opened as a visitor does: home first."""
     # 120 s: RL fine-tuning's first visit samples a group and takes three updates on it, tens of seconds on two
     # cores that other tests share
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=timeout)
     at.run()
     return at.switch_page(page).run()
+
+
+# Each page as it first opens, rendered once per test process: see default_page
+_FIRST_VIEWS: dict[str, AppTest] = {}
+
+
+def default_page(page: str) -> AppTest:
+    """``page`` as ``open_page`` opens it, rendered once per test process and shared by every test that only reads
+    its first view (a lesson's first view was rendered again by about fifteen tests: its wording, its glossary links,
+    its colours, its questions, its link). A test that uses a widget, runs the page again or changes the environment
+    opens its own with ``open_page``; the shared one is checked unchanged at each use."""
+    if page not in _FIRST_VIEWS:
+        _FIRST_VIEWS[page] = open_page(page, timeout=300)  # One step of learning's first view takes three steps
+        _FIRST_VIEWS[page].lmviz_first_view = _FIRST_VIEWS[page]._tree
+    at = _FIRST_VIEWS[page]
+    assert at._tree is at.lmviz_first_view, f"a test ran the shared first view of {page} again: use open_page"
+    return at
 
 
 def one_sentence(message: str) -> bool:

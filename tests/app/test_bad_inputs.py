@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lmviz.__main__ import main
+from lmviz.app.url_state import RESET_KEY
 from lmviz.course.registry import PATH, TextBox
 from tests.helpers import APP, open_page
 from tests.helpers import BAD_INPUTS as CASES
@@ -220,11 +221,28 @@ def test_a_page_stopped_by_bad_input_still_ends_its_first_drawing_and_shows_the_
         at.run()
 
 
+# One opened page per surface and test process, put back to where the lesson starts by its own "Reset this page"
+# before each case, as a learner who resets and types again: a page opened afresh for each of the 210 cases cost a
+# second or two each (the home page drawn, then the lesson's first view).
+_OPENED: dict[str, AppTest] = {}
+
+
+def reset_page(surface: str, page: str) -> AppTest:
+    """``page`` as it starts: the surface's page reset, or a new one for its first case and after an exception."""
+    at = _OPENED.get(surface)
+    if at is None or at.exception:
+        at = _OPENED[surface] = open_page(page)
+        return at
+    at.button(key=RESET_KEY).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
 @pytest.mark.parametrize("case", PAGE_CASES, ids=PAGE_IDS)
 @pytest.mark.parametrize("surface", list(TEXT_PAGES))
 def test_text_taking_pages(case, surface):
     page, fill = TEXT_PAGES[surface]
-    at = open_page(page)
+    at = reset_page(surface, page)
     fill(at, case["text"])
     assert_outcome(at.run(timeout=120), case["expected"][surface])
 
@@ -233,7 +251,7 @@ def test_text_taking_pages(case, surface):
 @pytest.mark.parametrize("surface", list(SECOND_BOXES))
 def test_second_version_boxes(case, surface):
     page, fill, second_result = SECOND_BOXES[surface]
-    at = open_page(page)
+    at = reset_page(surface, page)
     fill(at, case["text"])
     at.run(timeout=120)
     assert not at.exception, at.exception

@@ -20,7 +20,7 @@ from lmviz.lessons.gradient_step import (
     TRAINER_SCHEDULE,
     TRAINER_WARMUP_STEPS,
 )
-from tests.helpers import APP, unescaped
+from tests.helpers import APP, default_page, unescaped
 
 PAGE = "app_pages/gradient_step.py"
 ONCE = "Once upon a time, a little girl lived in a small village near the dark forest."
@@ -43,21 +43,21 @@ def shown(at) -> str:
 
 
 @pytest.fixture(scope="module")
-def default_page():
-    at = open_page()
+def first_view():
+    at = default_page(PAGE)
     assert not at.exception and not at.error
     return at
 
 
-def test_the_gradients_length_is_shown_to_the_digits_a_float64_pass_agrees_with(default_page, bundled):
+def test_the_gradients_length_is_shown_to_the_digits_a_float64_pass_agrees_with(first_view, bundled):
     """Issue 39: ‖g‖ was shown to 5 decimals from a float32 norm, 31.36349 where the gradient's length is 31.36463
     (the float32 gradient, summed in float64) and 31.36467 (a float64 pass through a float64 copy of the model)."""
-    text = default_page.text_area(key="step_text").value
+    text = first_view.text_area(key="step_text").value
     model = copy.deepcopy(bundled.model).double().requires_grad_(True)
     ids = ids_of(bundled, text)
     F.cross_entropy(model(input_ids=ids[None]).logits[0][:-1], ids[1:]).backward()
     length = math.sqrt(math.fsum(p.grad.square().sum().item() for p in model.parameters()))
-    metric = next(m for m in default_page.metric if m.label == "Gradient norm ‖g‖, step 1")
+    metric = next(m for m in first_view.metric if m.label == "Gradient norm ‖g‖, step 1")
     assert metric.value == fmt_norm(length)  # "31.36": the float32 gradient's 31.36463 agrees to these digits
     # issue 49: clip_grad_norm_ sums in float32 (tests/lessons/test_gradient_step.py shows the next digit differ)
     assert metric.proto.help == ("The length of the gradient over every weight of the model, at the first step, "
@@ -66,11 +66,11 @@ def test_the_gradients_length_is_shown_to_the_digits_a_float64_pass_agrees_with(
                                  "and can differ in the next digit.")
 
 
-def test_the_trainers_options_fold_says_what_clipping_does_to_adamw_and_the_trainers_own_schedule(default_page):
+def test_the_trainers_options_fold_says_what_clipping_does_to_adamw_and_the_trainers_own_schedule(first_view):
     """Issue 49: clipping multiplies the gradient by c, which with AdamW, the Trainer's optimizer, mostly cancels
     (tests/lessons/test_gradient_step.py checks the identity against torch.optim.AdamW); and the Trainer's default
     schedule is linear, with no warm-up (read from transformers there)."""
-    text = shown(default_page)
+    text = shown(first_view)
     assert (f'The Trainer\'s own optimizer is AdamW (optim="{TRAINER_OPTIMIZER}" with torch 2.8 or later, as here), '
             "which divides each gradient by its own running size √v̂, so the factor c cancels except against ε: at "
             "the first step lr · c·g / (c·|g| + ε) = lr · g / (|g| + ε/c), as if ε were 1/c times larger") in \
@@ -123,12 +123,12 @@ def test_the_longest_row_and_the_most_surprising_label_are_named_apart_with_the_
     assert "pushes hardest" not in text
 
 
-def test_adamws_first_step_says_for_how_many_weights_it_is_the_sign(default_page, bundled):
+def test_adamws_first_step_says_for_how_many_weights_it_is_the_sign(bundled):
     """Issue 39: "the step is lr · sign(g), whatever the gradient's size" where only 2.9 % of the weights have
     |g| ≥ 1000 eps; and m and v's 216 "MB" were MiB. The gradient and the step from torch.optim.AdamW here."""
-    at = default_page.toggle(key="step_adamw").set_value(True).run()  # the module's last use of it
+    at = open_page().toggle(key="step_adamw").set_value(True).run()
     assert not at.exception and not at.error
-    text = default_page.text_area(key="step_text").value
+    text = at.text_area(key="step_text").value
     model = copy.deepcopy(bundled.model)
     matrix = model.get_output_embeddings().weight.requires_grad_(True)
     ids = ids_of(bundled, text)

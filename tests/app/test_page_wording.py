@@ -10,7 +10,7 @@ import pytest
 
 from lmviz.core.text import end_token_id
 from lmviz.course.registry import PATH
-from tests.helpers import open_page, unescaped
+from tests.helpers import default_page, open_page, unescaped
 
 COLOUR_WORDS = re.compile(r"\b(green|blue|red|grey|gray|orange|yellow|purple|pink|vermilion|violet)\b", re.IGNORECASE)
 PAGES = [lesson.page for lesson in PATH]  # a rule for every lesson: the registry's, so that a new one is checked too
@@ -29,7 +29,7 @@ def prose(at) -> list[str]:
 @pytest.mark.parametrize("page", PAGES)
 def test_no_caption_names_a_colour_to_tell_things_apart(page):
     """A colour-blind student cannot use "✓ on green" or "★ in blue": a caption names the mark."""
-    at = open_page(page)
+    at = default_page(page)
     assert not at.exception
     named = [line for line in prose(at) if COLOUR_WORDS.search(line)]
     assert not named, named

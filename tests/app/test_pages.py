@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_prob
 from lmviz.core.text import escape_markdown
 from lmviz.course.registry import PATH
-from tests.helpers import APP, PAGES, open_page, unescaped
+from tests.helpers import APP, PAGES, default_page, open_page, unescaped
 
 
 def page_text(at: AppTest) -> str:
@@ -20,13 +20,13 @@ def page_text(at: AppTest) -> str:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_opens_without_an_exception(page):
-    at = open_page(page)
+    at = default_page(page)
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
 
 
 def test_toy_page_shows_the_articles_loss():
-    at = open_page("app_pages/toy_example.py")
+    at = default_page("app_pages/toy_example.py")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Loss: mean(-log p)"] == "0.86302"
     assert metrics["Uniform guess: ln 10"] == "2.30259"

@@ -13,7 +13,7 @@ from lmviz.app.chrome import GLOSSARY_POPOVER, THEME_BACKGROUND, glossary_entrie
 from lmviz.course.glossary import TERMS, anchor
 from lmviz.course.registry import PATH
 from lmviz.figures.palettes import contrast_ratio
-from tests.helpers import APP, open_page
+from tests.helpers import APP, default_page
 
 CONFIG = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())
 RULE = re.compile(r"\{([^}]*)\}")  # a CSS rule's declarations, in a Styler's style sheet
@@ -40,7 +40,7 @@ def declarations(rule: str) -> dict[str, str]:
 
 def coloured_cells(page: str) -> list[dict[str, str]]:
     """The declarations of every table cell the page colours (a pandas Styler's rules)."""
-    at = open_page(page)
+    at = default_page(page)
     assert not at.exception
     sheets = [frame.proto.arrow_data.styler.styles for frame in at.dataframe]
     rules = [declarations(rule) for sheet in sheets for rule in RULE.findall(sheet)]

@@ -4,7 +4,6 @@ the page with its inputs and the same numbers as the same inputs set by hand; se
 the link; a value a widget would not take is ignored, the page starting from its defaults; and every input a lesson
 page draws, and every text box the registry declares, is in its link unless it is listed here with the reason."""
 
-import functools
 import math
 
 import pytest
@@ -14,7 +13,7 @@ from lmviz.app.url_state import LINK_NAMES, RESET_KEY, number_text
 from lmviz.course.registry import PATH
 from lmviz.lessons.chat_loss import COMPLETION
 from lmviz.lessons.grpo import DAPO, MEAN
-from tests.helpers import APP, by_hand, open_page
+from tests.helpers import APP, by_hand, default_page, open_page
 
 STEMS = [lesson.stem for lesson in PATH]
 WIDGETS = ("text_area", "text_input", "number_input", "slider", "select_slider", "checkbox", "toggle", "radio",
@@ -142,10 +141,9 @@ def lesson(stem: str):
     return next(step for step in PATH if step.stem == stem)
 
 
-@functools.cache
-def default_page(stem: str) -> tuple[dict[str, str], dict[str, str], frozenset[str]]:
+def first_view(stem: str) -> tuple[dict[str, str], dict[str, str], frozenset[str]]:
     """What the page shows with no link: its link as written back, its metrics, and its text boxes' keys."""
-    at = open_page(lesson(stem).page)
+    at = default_page(lesson(stem).page)
     assert not at.exception, at.exception
     return query(at), metrics(at), frozenset(w.key for kind in TEXT_WIDGETS for w in getattr(at, kind))
 
@@ -177,7 +175,7 @@ def test_every_lesson_has_a_link_that_sets_its_inputs():
 def test_every_input_a_lesson_page_draws_is_in_its_link(stem):
     """The rule: each input widget on the page as it opens, unless NOT_KEPT says why not, is written to the link
     with its value."""
-    at = open_page(lesson(stem).page)
+    at = default_page(lesson(stem).page)
     assert not at.exception, at.exception
     link = query(at)
     for w in inputs(at):
@@ -220,7 +218,7 @@ def test_a_link_opens_the_page_on_the_result_its_inputs_give_by_hand(stem, n):
     by_hand_page = set_by_hand(open_page(page), chosen)
     assert {name: query(by_hand_page).get(name) for name in link} == link
     assert metrics(linked) == metrics(by_hand_page)
-    default_link, default_metrics, _ = default_page(stem)
+    default_link, default_metrics, _ = first_view(stem)
     assert metrics(linked) != default_metrics or any(
         value != default_link.get(name) for name, value in link.items())  # Train's source: no metric to change
 
@@ -230,7 +228,7 @@ def test_reset_this_page_puts_every_input_back_to_where_the_lesson_starts(stem, 
     """Every lesson page has a "Reset this page" button (lmviz.app.url_state.reset_button). Pressed on a page opened
     from a link that sets its inputs, or with the same inputs set by hand, the page shows what it shows with no link:
     its inputs (every one written back to the link) and its numbers."""
-    default_link, default_metrics, _ = default_page(stem)
+    default_link, default_metrics, _ = first_view(stem)
     page, chosen = lesson(stem).page, LINKS[stem][n]
     for changed in (opened_from(page, link_of(chosen)), set_by_hand(open_page(page), chosen)):
         assert query(changed) != default_link
@@ -258,7 +256,7 @@ def test_the_toy_examples_link_gives_the_loss_of_its_table():
 def test_a_value_a_widget_would_not_take_is_ignored(stem, malformed):
     """Every input the page keeps, but its text boxes (where any text is a text), given a malformed value: the page
     opens without an exception on its defaults, and writes them back to the link."""
-    default_link, default_metrics, texts = default_page(stem)
+    default_link, default_metrics, texts = first_view(stem)
     kept = [name for name in default_link if name not in {param(key) for key in texts} | {"model"}]
     at = opened_from(lesson(stem).page, {name: malformed for name in kept})
     assert not at.exception, at.exception

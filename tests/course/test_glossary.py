@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from lmviz.course.glossary import LESSON_TERMS, TERMS, anchor, link
 from lmviz.course.registry import PATH
-from tests.helpers import APP, PAGES, open_page
+from tests.helpers import APP, PAGES, default_page, open_page
 
 # on text with \[ \] unescaped: "[[MASK]](glossary#…)"
 LINK = re.compile(r"\[(.*?)\]\(glossary(?:\?[^#)]*)?#([a-z0-9-]+)\)")
@@ -48,7 +48,7 @@ def test_in_presentation_mode_the_glossary_opens_in_presentation_mode_too():
 
 @pytest.mark.parametrize("page", [p for p in PAGES if not p.endswith("glossary.py")])
 def test_each_terms_first_use_links_to_the_glossary(page):
-    at = open_page(page)
+    at = default_page(page)
     assert not at.exception
     text = in_order(at).replace("\\[", "[").replace("\\]", "]")  # link() escapes the brackets of [MASK]
     for lesson in PATH:  # a page's name is a name, not a use of its words ("Next token" on Home's progress line)
@@ -107,10 +107,11 @@ SAID_FOR_SOME_TEXTS = {"byte piece": "tests/app/test_byte_pieces.py"}
 
 def shown_in_full(lesson) -> AppTest:
     """The lesson's page with what it shows only after a step: Train's legend explanations need a trained model."""
+    if lesson.url_path != "train":
+        return default_page(lesson.page)
     at = open_page(lesson.page)
-    if lesson.url_path == "train":
-        at.number_input(key="train_steps").set_value(10)
-        next(b for b in at.button if b.label == "Train").click().run(timeout=300)
+    at.number_input(key="train_steps").set_value(10)
+    next(b for b in at.button if b.label == "Train").click().run(timeout=300)
     return at
 
 

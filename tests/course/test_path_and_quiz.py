@@ -14,7 +14,7 @@ from lmviz.core.numbers import fmt
 from lmviz.course import registry as lesson
 from lmviz.course.questions import toy_example as toy_questions
 from lmviz.course.quiz import Question, check, read_number, tolerance_for
-from tests.helpers import APP, PAGES, answer_question, by_hand, one_sentence, open_page, verdicts
+from tests.helpers import APP, PAGES, answer_question, by_hand, default_page, one_sentence, open_page, verdicts
 
 NUMBER = Question("n", "What is -log 0.5?", math.log(2), reason="Because.", hint="Use ln.")
 CHOICE = Question("c", "Which?", "b", reason="Because.", hint="Look.", choices=("a", "b", "c"))
@@ -207,7 +207,7 @@ def test_masked_lm_page_asks_how_many_positions_count():
 
 @pytest.mark.parametrize("step", lesson.PATH, ids=[step.url_path for step in lesson.PATH])
 def test_each_page_asks_its_own_questions_and_no_others(step):
-    at = open_page(step.page)
+    at = default_page(step.page)
     asked = {box.key.removeprefix(f"quiz-answer-{step.url_path}/") for box in [*at.text_input, *at.radio]
              if box.key and box.key.startswith("quiz-answer-")}
     assert asked <= set(step.questions) and len(asked) >= 2

@@ -2,6 +2,7 @@
 
 import os
 import re
+import time
 from pathlib import Path
 
 from playwright.sync_api import expect
@@ -86,3 +87,140 @@ def type_the_true_next_word(tab, word: str) -> None:
     box = tab.get_by_label("The word that comes next")
     box.fill(word)
     box.press("Enter")
+
+
+class HeldRuns:
+    """Holds a script run open in the browser: while ``holding``, the server's message that a run has finished, and
+    every message after it, wait here instead of reaching the page, which therefore shows the run as under way for
+    as long as a test needs to look at it; ``release`` delivers them in order. A run on a fast machine ended before a
+    poll could see it (issue 50): a test of a state that passes must hold it, not hope to catch it.
+
+    Streamlit's page and server speak protobuf ForwardMsgs over one WebSocket (/_stcore/stream); Playwright's
+    route_web_socket sits on it, passing the page's messages to the server untouched."""
+
+    def __init__(self, tab):
+        self.holding = False
+        self.held: list = []
+        self._to_page = None
+        tab.route_web_socket(re.compile(r"/_stcore/stream$"), self._route)
+
+    def _route(self, to_page):
+        to_server = to_page.connect_to_server()
+        to_server.on_message(self._from_server)
+        to_page.on_message(to_server.send)
+        self._to_page = to_page
+
+    def _from_server(self, message):
+        if self.holding and (self.held or self._ends_a_run(message)):
+            self.held.append(message)
+        else:
+            self._to_page.send(message)
+
+    @staticmethod
+    def _ends_a_run(message) -> bool:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        forward = ForwardMsg()
+        forward.ParseFromString(message if isinstance(message, bytes) else message.encode())
+        kind = forward.WhichOneof("type")
+        return kind == "script_finished" or (kind == "session_status_changed"
+                                             and not forward.session_status_changed.script_is_running)
+
+    def release(self):
+        self.holding = False
+        held, self.held = self.held, []
+        for message in held:
+            self._to_page.send(message)
+
+
+# Resolves once every element shown that ``selector`` (CSS) matches has stopped moving: no animation or transition
+# under way in it (one that never ends, a spinner's, aside; a finished one that holds its last frame is not under
+# way), and its box and scroll position and size, with ``deep`` those of everything inside it too, the same over
+# ``frames`` frames in a row that the page drew; rejects after ``ms``. A transition starts at the frame after the
+# change that starts it: a frame only measures, and stillness counts from the next one.
+STILL = """async ({selector, deep, frames, ms}) => {
+  const frame = () => new Promise(resolve => requestAnimationFrame(resolve));
+  const moving = a => (a.pending || a.playState === 'running') && a.effect?.getComputedTiming().endTime !== Infinity;
+  const measure = e => { const b = e.getBoundingClientRect();
+    return [b.x, b.y, b.width, b.height, e.scrollTop, e.scrollLeft, e.scrollWidth, e.scrollHeight]; };
+  const deadline = performance.now() + ms;
+  let last = null, same = 0;
+  while (performance.now() < deadline) {
+    await frame();
+    const shown = [...document.querySelectorAll(selector)].filter(e => e.checkVisibility());
+    const now = JSON.stringify(shown.map(e => (deep ? [e, ...e.querySelectorAll('*')] : [e]).map(measure)));
+    same = now === last && !shown.some(e => e.getAnimations({subtree: true}).some(moving)) ? same + 1 : 0;
+    if (same >= frames) return shown.length;
+    last = now;
+  }
+  throw new Error(`${selector}: still moving after ${ms} ms`);
+}"""
+
+
+def wait_until_still(tab, selector: str, deep: bool = False, frames: int = 3, timeout_ms: int = 30_000) -> int:
+    """Wait until what ``selector`` matches (those shown) has stopped moving (STILL): a sidebar's fold, a tab's
+    tables laid out once it is selected, a scroll's layout; how many it matched. A test measures once the change it
+    made has ended, not after a guess at how long that takes, which a busy machine outlasts (issue 50)."""
+    return tab.evaluate(STILL, {"selector": selector, "deep": deep, "frames": frames, "ms": timeout_ms})
+
+
+def next_frames(tab, count: int = 2) -> None:
+    """Wait until the page has drawn ``count`` more frames: what an input event just dispatched (a click, a key)
+    does in the page, its handlers' changes and React's render of them, is on screen by then. A test that shows an
+    input changed nothing looks then: an effect would have been drawn."""
+    tab.evaluate("n => new Promise(done => { const next = k => k ? requestAnimationFrame(() => next(k - 1)) : done();"
+                 " next(n); })", count)
+
+
+class ScriptRuns:
+    """Counts, off Streamlit's WebSocket (/_stcore/stream), the script runs a tab asks for and the runs the server
+    finishes, so that a test waits for a run, not for a time (issue 50). A number on a page changes only in a run:
+    a test that shows a number stays put waits until the run that could change it has finished; one that shows a key
+    asked for nothing reads what the page sent.
+
+    ``requested``: the page's requests for a run (BackMsg rerun_script), but for a timer's (a fragment's run_every).
+    ``finished``: whole runs of the page the server ended (ForwardMsg script_finished, FINISHED_SUCCESSFULLY or
+    FINISHED_WITH_COMPILE_ERROR); a fragment's run, or a run cut short for the next one, is not one.
+
+    Made before the page is opened: it watches each stream the tab opens (tab.on("websocket"), a reload's too) and
+    changes nothing on it, unlike HeldRuns. The browser reports a frame the page sends from the page itself, in
+    order with the page's answers to the test: a count read after a call into the page (an evaluate) has every
+    frame the page sent before that call."""
+
+    def __init__(self, tab):
+        self.requested = 0
+        self.finished = 0
+        self._stream = None
+        tab.on("websocket", self._watch)
+
+    def _watch(self, socket):
+        if re.search(r"/_stcore/stream$", socket.url):
+            self._stream = socket
+            socket.on("framesent", self._sent)
+            socket.on("framereceived", self._received)
+
+    def _sent(self, payload):
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+
+        back = BackMsg()
+        back.ParseFromString(payload if isinstance(payload, bytes) else payload.encode())
+        if back.WhichOneof("type") == "rerun_script" and not back.rerun_script.is_auto_rerun:
+            self.requested += 1
+
+    def _received(self, payload):
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        forward = ForwardMsg()
+        forward.ParseFromString(payload if isinstance(payload, bytes) else payload.encode())
+        if forward.WhichOneof("type") == "script_finished" and forward.script_finished in (
+                ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_WITH_COMPILE_ERROR):
+            self.finished += 1
+
+    def wait_for_finished(self, count: int, timeout_s: float = 120) -> None:
+        """Wait until ``count`` whole runs have finished: for a click's run, ``finished`` as it was before the click,
+        plus one. Each message the server sends wakes it to count again (no fixed wait)."""
+        deadline = time.monotonic() + timeout_s
+        while self.finished < count:
+            left = deadline - time.monotonic()
+            assert left > 0 and self._stream is not None, f"{self.finished} runs finished of {count}, in {timeout_s} s"
+            self._stream.wait_for_event("framereceived", timeout=left * 1000)

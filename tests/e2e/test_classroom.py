@@ -10,7 +10,7 @@ from lmviz.core.numbers import fmt
 from lmviz.course.registry import PATH
 from lmviz.lessons.causal_lm import analyse_clm
 from scripts.live_server import environment_set, running_server, type_into_editor
-from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, settle
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, settle, wait_until_still
 from tests.helpers import by_hand
 
 
@@ -123,8 +123,9 @@ BODY_PX = ("parseFloat(getComputedStyle(document.querySelector("
 
 
 def sidebar_width(tab) -> float:
-    """The sidebar's width on screen: 0 once Streamlit has folded it (waiting for its animation to end)."""
-    tab.wait_for_timeout(600)
+    """The sidebar's width on screen: 0 once Streamlit has folded it (waiting until its fold or unfold has ended:
+    no transition under way in it, and its box the same over a few frames)."""
+    wait_until_still(tab, "[data-testid='stSidebar']")
     return tab.locator("[data-testid='stSidebar']").bounding_box()["width"]
 
 

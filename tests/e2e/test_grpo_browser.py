@@ -13,11 +13,8 @@ from lmviz.lessons.grpo import (
     contains_number,
     grpo_step,
     rewards,
-    sample_group,
 )
 from tests.e2e.helpers import assert_no_error, metric, open_folds, overflowing_tables, settle
-
-PROMPT = "What is 7 + 5? Reply with just the number."
 
 
 def clipped(step) -> str:
@@ -33,8 +30,8 @@ def page_step(bundled, group, adv, **settings):
 
 
 @pytest.fixture(scope="module")
-def default_group(bundled):
-    group = sample_group(bundled, PROMPT, 8, 0, 1.0, 12)
+def default_group(default_grpo_group):
+    group = default_grpo_group
     return group, advantages(rewards(group, contains_number(12)), SAMPLE_STD).advantages
 
 

@@ -7,7 +7,7 @@ import re
 from playwright.sync_api import expect
 
 from lmviz.app.chrome import CHECK_YOURSELF, HIDDEN, HIDE_LABEL, SHOW_LABEL
-from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle
+from tests.e2e.helpers import ARTIFACTS, ScriptRuns, assert_no_error, next_frames, settle
 
 # Each metric on screen in the main area (none in a closed fold): its label, and what its value shows, the number
 # or (hidden) the placeholder.
@@ -42,6 +42,7 @@ def overlaps(a: dict, b: dict) -> bool:
 
 
 def test_the_teacher_hides_the_pinned_numbers_on_every_page_and_shows_them_again(projector, server):
+    runs = ScriptRuns(projector)
     projector.goto(f"{server}/toy?present=1")
     settle(projector)
     shown = metrics(projector)
@@ -52,7 +53,9 @@ def test_the_teacher_hides_the_pinned_numbers_on_every_page_and_shows_them_again
     for value in projector.locator(f"{PANEL} [data-testid='stMetric']").all():
         assert not overlaps(hide.bounding_box(), value.bounding_box())
 
+    asked = runs.requested
     press_and_wait(projector, "h", then=SHOW_LABEL)  # the key H, from anywhere on the page
+    assert runs.requested > asked  # its run, asked for (ScriptRuns sees it: below, an h typed as text must not)
     hidden = metrics(projector)
     assert hidden == [[label, f'"{HIDDEN}"'] for label, _ in shown], hidden  # labels kept, every value hidden
     assert projector.locator(PANEL).bounding_box()["height"] == height  # the page below does not move
@@ -67,8 +70,13 @@ def test_the_teacher_hides_the_pinned_numbers_on_every_page_and_shows_them_again
     assert {value for _, value in metrics(projector)} == {f'"{HIDDEN}"'}, metrics(projector)
     box = projector.get_by_label("Your text")  # an H typed into a text box is text, not the shortcut
     box.click()
+    asked = runs.requested
     projector.keyboard.type("h")
-    projector.wait_for_timeout(1000)
+    expect(box).to_have_value(re.compile("h$"))
+    # The shortcut clicks the button on the key's keydown, and the click asks the server for a run at once: once the
+    # page has drawn since the key, a shortcut that fired has asked
+    next_frames(projector)
+    assert runs.requested == asked, "the h typed into the text box asked for a run"
     expect(button(projector, SHOW_LABEL)).to_be_visible()
     projector.reload()  # F5: still hidden
     settle(projector)

@@ -17,7 +17,7 @@ from lmviz.core.numbers import fmt
 from lmviz.core.text import readable_token
 from lmviz.lessons.next_token import if_true_next, next_token_logits
 from lmviz.lessons.training import Trainer, make_batch
-from tests.e2e.helpers import assert_no_error, metric, settle, type_the_true_next_word
+from tests.e2e.helpers import ScriptRuns, assert_no_error, metric, settle, type_the_true_next_word, wait_until_still
 
 MODES = {"default": "", "presentation": "?present=1"}
 VALIDATION = "Validation loss: next token"
@@ -32,9 +32,10 @@ def panel_bottom(tab) -> float:
 
 
 def scroll_main(tab, pixels: float) -> None:
-    """Scroll the main column (it scrolls, not the window), and give the page a moment to lay out."""
+    """Scroll the main column (it scrolls, not the window), and wait until the page has laid out what the scroll
+    moved: the column's scroll position and size, and its box, the same over a few frames, nothing in it animating."""
     tab.evaluate("d => document.querySelector('[data-testid=stMain]').scrollBy(0, d)", pixels)
-    tab.wait_for_timeout(400)
+    wait_until_still(tab, "[data-testid='stMain']")
 
 
 def scroll_under_panel(tab, control) -> None:
@@ -146,6 +147,9 @@ def shown_numbers(tab) -> tuple[str, str, str]:
 
 
 def test_the_numbers_shown_after_stop_never_change(projector, server):
+    """A number on the page changes only in a run of it: each look is taken once a run that could change the
+    numbers has finished (ScriptRuns), Stop's own, and then another's."""
+    runs = ScriptRuns(projector)
     projector.goto(f"{server}/train")
     settle(projector)
     projector.get_by_label("Steps").fill("2000")
@@ -156,16 +160,17 @@ def test_the_numbers_shown_after_stop_never_change(projector, server):
              +m.querySelector("[data-testid='stMetricValue']").innerText >= 25)""", timeout=180_000)
     # in the page: while a run goes on, Streamlit's header has a Stop button of its own
     stop = projector.locator("[data-testid='stMain']").get_by_role("button", name="Stop", exact=True)
+    ran = runs.finished  # the Train run is going: Stop cuts it short (not counted), and its own run follows
     stop.click()
     projector.wait_for_selector("text=steps in", timeout=60_000)
     settle(projector)
     shown = shown_numbers(projector)
     assert shown[0] == shown[2]  # the panel's step is the summary's: one run drew both
-    projector.wait_for_timeout(3000)
+    runs.wait_for_finished(ran + 1)  # Stop's run over, as the server says: every number it drew has come
     assert shown_numbers(projector) == shown
+    ran = runs.finished
     stop.click()  # another run of the page: it reads the model again, which nothing trains any more
-    settle(projector)
-    projector.wait_for_timeout(1000)
+    runs.wait_for_finished(ran + 1)  # that run started and finished: a number it changed has come
     settle(projector)
     assert shown_numbers(projector) == shown
     assert_no_error(projector)

@@ -17,6 +17,7 @@ from scripts.live_server import SETTLED, running_server, settled_height
 from tests.e2e.helpers import (
     ARTIFACTS,
     FOOTER,
+    HeldRuns,
     assert_no_error,
     metric,
     overflowing_tables,
@@ -58,12 +59,15 @@ def test_presentation_mode_opens_on_the_headline_numbers(projector, server, path
 
 def test_a_run_under_way_says_so_in_the_pinned_panel(projector, server):
     """While the page reruns for a new text, the pinned panel says it is working, in words, and any number the run
-    has not replaced yet is struck through; once the run ends, the words go."""
+    has not replaced yet is struck through; once the run ends, the words go. The run's end is held back from the page
+    (HeldRuns) until the test has looked: a run quicker than a poll was never seen."""
+    runs = HeldRuns(projector)
     projector.goto(f"{server}/sentence")
     settle(projector)
     box = projector.get_by_label("Your text")
     box.fill("The students in the morning class read every sentence aloud, one by one, and then the teacher asked "
              "them which word surprised the model most of all, and why it did, and what it would have guessed.")
+    runs.holding = True
     box.press("Control+Enter")
     projector.wait_for_function(
         """text => document.querySelector('[data-testid=stApp]').dataset.testScriptState === 'running' &&
@@ -73,6 +77,7 @@ def test_a_run_under_way_says_so_in_the_pinned_panel(projector, server):
         '.st-key-result-panel [data-testid=stMetricValue]')].filter(v => v.closest('[data-stale=true]'))
         .map(v => getComputedStyle(v).textDecorationLine)""")
     assert all(line == "line-through" for line in struck), struck
+    runs.release()
     projector.wait_for_function(SETTLED, timeout=120_000)
     after = projector.evaluate("getComputedStyle(document.querySelector('.st-key-result-panel'), '::after').content")
     assert after == "none"

@@ -12,9 +12,10 @@ from playwright.sync_api import expect
 from lmviz.core import toy
 from lmviz.core.text import readable_token
 from lmviz.lessons.batches import encode_sentences
-from tests.e2e.helpers import assert_no_error, open_folds, settle
+from tests.e2e.helpers import assert_no_error, next_frames, open_folds, settle, wait_until_still
 
 MODES = {"default": "", "presentation": "?present=1"}
+TABLES = "[data-testid='stMain'] [data-testid='stDataFrame'], [data-testid='stMain'] [data-testid='stTable']"
 VISIBLE_TABLES = ("[data-testid='stMain'] [data-testid='stDataFrame']:visible, "
                   "[data-testid='stMain'] [data-testid='stTable']:visible")
 # Each visible table's overflow (one in a closed st.expander is not visible): a glide grid (st.dataframe,
@@ -39,7 +40,8 @@ def overflowing(tab) -> list[dict]:
 def open_page(tab, server, page: str, mode: str) -> None:
     tab.goto(f"{server}/{page}{MODES[mode]}")
     settle(tab)
-    tab.wait_for_timeout(600)  # presentation mode folds the sidebar: its animation ends before anything is measured
+    wait_until_still(tab, "[data-testid='stSidebar']")  # presentation mode folds the sidebar: nothing is measured
+    # before its animation has ended
     assert_no_error(tab)
 
 
@@ -59,6 +61,25 @@ def views(tab) -> list[str]:
     return [label.strip() for label in chooser(tab).all_inner_texts()]
 
 
+# Every glide grid shown has drawn its cells: it keeps a copy of them for screen readers (id glide-cell-COLUMN-ROW,
+# the header's row -1), which it fills only once it has measured itself.
+GRIDS_DRAWN = """tables => [...document.querySelectorAll(tables)]
+  .filter(t => t.dataset.testid === 'stDataFrame' && t.checkVisibility())
+  .every(t => t.querySelector('[id^=glide-cell-]'))"""
+
+
+def select_tab(tab, name) -> None:
+    """Click the tab ``name`` (a locator, or its label), and wait until it is the selected one and the tables it
+    shows are laid out: each grid shown has drawn its cells, and every table shown, all inside it, is still over a
+    few frames. A grid in a tab is measured, and then drawn in several steps, only once its tab is shown: a 1280 px
+    window drew the last of them half a second after the click."""
+    label = tab.get_by_role("tab", name=name) if isinstance(name, str) else name
+    label.click()
+    expect(label).to_have_attribute("aria-selected", "true")
+    tab.wait_for_function(GRIDS_DRAWN, arg=TABLES, timeout=30_000)
+    wait_until_still(tab, TABLES, deep=True)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_every_batches_table_fits_a_projector(projector, server, mode):
     open_page(projector, server, "batches", mode)
@@ -69,8 +90,7 @@ def test_every_batches_table_fits_a_projector(projector, server, mode):
         if view:
             show(projector, view)
         for n in range(tabs.count()):
-            tabs.nth(n).click()
-            projector.wait_for_timeout(300)
+            select_tab(projector, tabs.nth(n))
             assert projector.locator(VISIBLE_TABLES).count() >= 4
             assert overflowing(projector) == [], (mode, view, tabs.nth(n).inner_text())
 
@@ -105,8 +125,7 @@ def test_left_padding_shows_the_short_sentences_tokens(projector, server, bundle
     assert min(map(len, sequences)) < width  # there are short sentences to see
     if views(projector):  # before the chooser, every grid was shown at once, the tokens' first
         show(projector, "tokens")
-    projector.get_by_role("tab", name="Left padding").click()
-    projector.wait_for_timeout(300)
+    select_tab(projector, "Left padding")
     grid = projector.locator(VISIBLE_TABLES).nth(1)  # section 1's table, then section 2's grid
     grid.scroll_into_view_if_needed()
     if grid.get_attribute("data-testid") == "stDataFrame":  # the whole grid drawn: nothing scrolls inside it
@@ -124,6 +143,19 @@ def editor_row_names(editor) -> list[str]:
     return editor.evaluate("e => [...Array(5).keys()].map(r => e.querySelector('#glide-cell-0-' + r)?.innerText)")
 
 
+# The editor's rows as it draws them: a digest of its canvas's pixels below the header row (5 rows and the header, a
+# sixth of its height each). A grid draws a sort the frame after the click on its header; its copy of the cells for
+# screen readers (editor_row_names) follows 200 ms after any change (a debounce of the grid's own).
+DRAWN_ROWS = """e => {
+  const canvas = e.querySelector('canvas[data-testid=data-grid-canvas]'), top = Math.ceil(canvas.height / 6) + 2;
+  const pixels = canvas.getContext('2d').getImageData(0, top, canvas.width, canvas.height - top).data;
+  let digest = 0;
+  for (let i = 0; i < pixels.length; i += 4)
+    digest = (digest * 31 + pixels[i] + 7 * pixels[i + 1] + 13 * pixels[i + 2]) | 0;
+  return digest;
+}"""
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_click_on_the_toy_editors_header_keeps_its_rows_in_order(projector, server, mode):
     open_page(projector, server, "toy", mode)
@@ -137,13 +169,16 @@ def test_a_click_on_the_toy_editors_header_keeps_its_rows_in_order(projector, se
     assert before == [f"{t}: {toy.INPUT_WORDS[t]} → {toy.VOCAB[labels[t]]}" for t in range(5)]
     box = editor.locator("[data-testid='stDataFrameResizable']").bounding_box()
     header_y = box["y"] + 10  # inside the header row, whatever the mode's row height
+    drawn = editor.evaluate(DRAWN_ROWS)
     for fraction in (0.3, 0.3, 0.6, 0.9):  # a column clicked twice (ascending, then descending), then others
         projector.mouse.click(box["x"] + box["width"] * fraction, header_y)
-        projector.wait_for_timeout(400)
+        next_frames(projector)  # a sort the click started (in the page: no run) is drawn by then
+        assert editor.evaluate(DRAWN_ROWS) == drawn, fraction
         assert editor_row_names(editor) == before, fraction
     # the cells under the header still take a click: the first row's cell is selected
     projector.mouse.click(box["x"] + box["width"] * 0.3, header_y + box["height"] / 6)
     expect(editor.locator("[id^='glide-cell-'][id$='-0'][aria-selected='true']")).to_have_count(1)
+    assert editor_row_names(editor) == before  # the copy for screen readers, refreshed since every click: in order
 
 
 # Each visible table of the main area: where its rightmost cell ends (an st.table's th/td as laid out; a glide
