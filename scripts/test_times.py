@@ -1,7 +1,8 @@
 """Where a test run's time goes, from the JUnit XML that pytest writes (`--junitxml`, as .ci/run asks for):
-the seconds of the tests of each folder, summed, their share, and the slowest tests.
+the seconds of the tests of each folder, summed, their share; the test functions that cost most, each with all of
+its parametrized cases; and the slowest single tests.
 
-    python -m scripts.test_times artifacts/pytest-junit.xml [--slowest 15]
+    python -m scripts.test_times artifacts/pytest-junit.xml [--functions 15] [--slowest 15]
 
 With `-n 2` (pytest.ini) two workers run at once: the summed seconds are about twice the run's wall time.
 """
@@ -27,9 +28,15 @@ def folder_of(test_id: str) -> str:
     return "/".join(modules[:-1]) or "tests"
 
 
+def function_of(test_id: str) -> str:
+    """The test function, its parametrized cases together: tests.docs::test_c for tests.docs::test_c[x]."""
+    return test_id.split("[")[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("junit", type=Path)
+    parser.add_argument("--functions", type=int, default=15)
     parser.add_argument("--slowest", type=int, default=15)
     args = parser.parse_args()
     times = seconds_per_test(args.junit)
@@ -41,6 +48,13 @@ def main() -> None:
     print("| folder | tests | seconds | share |\n|---|---:|---:|---:|")
     for folder, seconds in sorted(by_folder.items(), key=lambda item: -sum(item[1])):
         print(f"| {folder} | {len(seconds)} | {sum(seconds):.0f} | {sum(seconds) / total:.1%} |")
+    by_function: dict[str, list[float]] = defaultdict(list)
+    for test_id, seconds in times:
+        by_function[function_of(test_id)].append(seconds)
+    print(f"\nThe {args.functions} costliest test functions (their cases summed):\n")
+    print("| function | cases | seconds |\n|---|---:|---:|")
+    for function, seconds in sorted(by_function.items(), key=lambda item: -sum(item[1]))[:args.functions]:
+        print(f"| {function} | {len(seconds)} | {sum(seconds):.0f} |")
     print(f"\nThe {args.slowest} slowest tests:\n")
     for test_id, seconds in sorted(times, key=lambda item: -item[1])[:args.slowest]:
         print(f"{seconds:7.1f} s  {test_id}")
