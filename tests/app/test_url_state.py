@@ -202,10 +202,12 @@ def test_every_registered_text_box_is_read_from_the_link_and_cut_to_its_limit(st
 
 
 @pytest.mark.parametrize(("stem", "n"), LINK_CASES)
-def test_a_link_opens_the_page_on_the_result_its_inputs_give_by_hand(stem, n):
+def test_a_link_opens_the_page_on_the_result_its_inputs_give_by_hand_and_reset_puts_it_back(stem, n):
     """Opened from the link, the page's inputs are the link's (it writes the link back as it came) and its numbers
     are those of the same inputs set by hand, which differ from the defaults'; and setting them by hand writes them
-    to the link."""
+    to the link. Then on both pages "Reset this page" (lmviz.app.url_state.reset_button), which every lesson page
+    has, shows what the page shows with no link: its inputs (every one written back to the link) and its numbers.
+    (One test for both: the reset needs the same two pages, and each took a few seconds to compute.)"""
     page, chosen = lesson(stem).page, LINKS[stem][n]
     link = link_of(chosen)
     linked = opened_from(page, link)
@@ -222,15 +224,7 @@ def test_a_link_opens_the_page_on_the_result_its_inputs_give_by_hand(stem, n):
     assert metrics(linked) != default_metrics or any(
         value != default_link.get(name) for name, value in link.items())  # Train's source: no metric to change
 
-
-@pytest.mark.parametrize(("stem", "n"), LINK_CASES)
-def test_reset_this_page_puts_every_input_back_to_where_the_lesson_starts(stem, n):
-    """Every lesson page has a "Reset this page" button (lmviz.app.url_state.reset_button). Pressed on a page opened
-    from a link that sets its inputs, or with the same inputs set by hand, the page shows what it shows with no link:
-    its inputs (every one written back to the link) and its numbers."""
-    default_link, default_metrics, _ = first_view(stem)
-    page, chosen = lesson(stem).page, LINKS[stem][n]
-    for changed in (opened_from(page, link_of(chosen)), set_by_hand(open_page(page), chosen)):
+    for changed in (linked, by_hand_page):
         assert query(changed) != default_link
         changed.button(key=RESET_KEY).click().run()
         assert not changed.exception, changed.exception

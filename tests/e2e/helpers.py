@@ -224,3 +224,20 @@ class ScriptRuns:
             left = deadline - time.monotonic()
             assert left > 0 and self._stream is not None, f"{self.finished} runs finished of {count}, in {timeout_s} s"
             self._stream.wait_for_event("framereceived", timeout=left * 1000)
+
+
+# The page's body text size in px: its first paragraph's
+BODY_TEXT_PX = ("parseFloat(getComputedStyle(document.querySelector("
+                "'[data-testid=stMain] [data-testid=stMarkdownContainer] p')).fontSize)")
+
+
+def panel_metrics(tab) -> list[dict]:
+    """Each metric of the pinned result panel: its value's and label's font size, and whether either is cut
+    (Streamlit ends a text too wide for its column with "…")."""
+    return tab.evaluate("""[...document.querySelectorAll('.st-key-result-panel [data-testid=stMetric]')].map(m => {
+        const value = m.querySelector('[data-testid=stMetricValue] [data-testid=stMarkdownContainer]'),
+              label = m.querySelector('[data-testid=stMetricLabel] [data-testid=stMarkdownContainer]'),
+              cut = e => e.scrollWidth > e.clientWidth + 1;
+        return {label: label.innerText, value_px: parseFloat(getComputedStyle(value).fontSize),
+                label_px: parseFloat(getComputedStyle(label.querySelector('p')).fontSize),
+                value_cut: cut(value), label_cut: cut(label)}; })""")

@@ -1,7 +1,7 @@
 """The lesson path in a real browser, on a 1280×720 projector: from Home through every page by its
 "Next" link, answering one check-yourself question on each, with the verdict on screen beside the
-Check button, and the progress carried from page to page; and every link of the path, Next and
-Previous, opening its page at the top."""
+Check button, the progress carried from page to page, and each page opened at its top; and every Previous link
+of the path, and the end's link Home, opening its page at the top."""
 
 import re
 
@@ -52,6 +52,7 @@ def test_the_path_from_home_through_every_page(projector, server, bundled):
         expect(projector.get_by_text(f"Lesson {number} of {len(PATH)}.")).to_be_visible(timeout=240_000)
         settle(projector)
         assert_no_error(projector)
+        opened_at_its_top(projector, step.heading, "Start" if number == 1 else "Next")
         answer_first_question(projector)
         settle(projector)
         expect(projector.get_by_text(f"{number} of {total_questions()} check-yourself questions answered."))\
@@ -65,10 +66,10 @@ def test_the_path_from_home_through_every_page(projector, server, bundled):
         .to_be_visible(timeout=120_000)
 
 
-def follow(tab, name: str, heading: str) -> None:
-    """Click the link ``name`` (at the foot of a page: the click scrolls down to it, as a learner does), wait for the
-    page titled ``heading`` to be drawn, then check that it opened at its top: its title on screen, not scrolled."""
-    tab.get_by_role("link", name=name).click()
+def opened_at_its_top(tab, heading: str, name: str) -> None:
+    """The page titled ``heading``, drawn after a click on the link ``name``, opened at its top: its title on screen,
+    not scrolled (issue 29 point 4: Batches' Next opened Masked LM at its bottom, its own Next link under the
+    pointer)."""
     title = tab.locator("[data-testid='stMain'] h1", has_text=heading)  # the page left behind keeps its own a moment
     expect(title).to_be_visible(timeout=120_000)
     settle(tab)
@@ -78,14 +79,19 @@ def follow(tab, name: str, heading: str) -> None:
     assert scrolled == 0, f"{name!r} opened {heading!r} {scrolled:.0f} px down its page, not at its top"
 
 
-def test_every_link_of_the_path_lands_at_the_top_of_its_page(projector, server, bundled):
-    """Home's start link, every Next to the last lesson, every Previous back to the first, and the end's link Home
-    (issue 29 point 4: Batches' Next opened Masked LM at its bottom, its own Next link under the pointer)."""
-    projector.goto(server)
+def follow(tab, name: str, heading: str) -> None:
+    """Click the link ``name`` (at the foot of a page: the click scrolls down to it, as a learner does) and check
+    that the page titled ``heading`` opened at its top."""
+    tab.get_by_role("link", name=name).click()
+    opened_at_its_top(tab, heading, name)
+
+
+def test_every_previous_link_and_the_ends_link_home_land_at_the_top_of_their_page(projector, server, bundled):
+    """Every Previous back to the first lesson, and the end's link Home. Home's start link and every Next are
+    checked the same way on the path's own walk (test_the_path_from_home_through_every_page): each lesson is
+    visited once for both."""
+    projector.goto(f"{server}/{PATH[-1].url_path}")
     settle(projector)
-    follow(projector, f"Start with {PATH[0].title}", PATH[0].heading)
-    for lesson in PATH[1:]:
-        follow(projector, f"Next: {lesson.title}", lesson.heading)
     for lesson in PATH[-2::-1]:
         follow(projector, f"Previous: {lesson.title}", lesson.heading)
     projector.goto(f"{server}/{PATH[-1].url_path}")

@@ -16,11 +16,13 @@ from lmviz.lessons.causal_lm import analyse_clm
 from scripts.live_server import SETTLED, running_server, settled_height
 from tests.e2e.helpers import (
     ARTIFACTS,
+    BODY_TEXT_PX,
     FOOTER,
     HeldRuns,
     assert_no_error,
     metric,
     overflowing_tables,
+    panel_metrics,
     save_whole,
     settle,
     type_the_true_next_word,
@@ -43,10 +45,25 @@ MAX_SCREENS = 7.5
 TALLER = {"grpo": 10.2, "toy": 8.0, "batches": 8.0, "bpb": 8.3}
 
 
+@pytest.fixture(scope="module")
+def default_mode_value_px(browser, server) -> float:
+    """The size of the pinned panel's first number on Your sentence in default mode, read once for the module."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    tab = context.new_page()
+    tab.goto(f"{server}/sentence")
+    settle(tab)
+    value_px = panel_metrics(tab)[0]["value_px"]
+    context.close()
+    return value_px
+
+
 @pytest.mark.parametrize("path", [lesson.url_path for lesson in PATH])
-def test_presentation_mode_opens_on_the_headline_numbers(projector, server, path):
+def test_presentation_mode_opens_on_the_headline_numbers(projector, server, path, default_mode_value_px):
     """Opened in presentation mode, a lesson's first screen shows its pinned panel's first number whole, without a
-    scroll (Chat fine-tuning loss used to open on its introduction alone, Masked LM with its numbers half cut)."""
+    scroll (Chat fine-tuning loss used to open on its introduction alone, Masked LM with its numbers half cut); and
+    each of the panel's numbers is at least as large as in default mode and larger than the body text, with no label
+    or value cut at 1280 px (in default mode, with the sidebar open, "Uniform guess: ln V" was "Uniform gue…").
+    One visit per lesson for both: each visit of a lesson costs seconds."""
     projector.goto(f"{server}/{path}?present=1")
     settle(projector)
     assert projector.evaluate("document.querySelector('[data-testid=stMain]').scrollTop") == 0
@@ -55,6 +72,10 @@ def test_presentation_mode_opens_on_the_headline_numbers(projector, server, path
     first = projector.locator(PANEL_METRIC).first.locator("[data-testid='stMetricValue']")
     expect(first).to_be_in_viewport(ratio=1)
     assert_no_error(projector)
+    body = projector.evaluate(BODY_TEXT_PX)
+    for shown in panel_metrics(projector):
+        assert shown["value_px"] >= default_mode_value_px and shown["value_px"] > body, (shown, body)
+        assert not shown["value_cut"] and not shown["label_cut"], shown
 
 
 def test_a_run_under_way_says_so_in_the_pinned_panel(projector, server):

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from lmviz.core import toy
 from lmviz.core.text import readable_token
 from lmviz.lessons.batches import encode_sentences
-from tests.e2e.helpers import assert_no_error, next_frames, open_folds, settle, wait_until_still
+from tests.e2e.helpers import BODY_TEXT_PX, assert_no_error, next_frames, open_folds, settle, wait_until_still
 
 MODES = {"default": "", "presentation": "?present=1"}
 TABLES = "[data-testid='stMain'] [data-testid='stDataFrame'], [data-testid='stMain'] [data-testid='stTable']"
@@ -199,8 +199,6 @@ TABLE_EDGES = """() => {
               head: t.innerText.replace(/\\s+/g, ' ').slice(0, 40)};
     });
 }"""
-BODY_PX = ("parseFloat(getComputedStyle(document.querySelector("
-           "'[data-testid=stMain] [data-testid=stMarkdownContainer] p')).fontSize)")
 
 
 def table_edges(tab) -> list[dict]:
@@ -218,7 +216,7 @@ def assert_tables_fit(tab, mode: str, at_least: int) -> list[dict]:
     for table in tables:
         assert table["right"] <= min(table["edge"], 1280) + 1, (mode, table)
     if mode == "presentation":
-        body = tab.evaluate(BODY_PX)
+        body = tab.evaluate(BODY_TEXT_PX)
         for table in tables:
             assert table["kind"] == "stTable" and table["font_px"] >= body >= 24, (table, body)
     return tables
