@@ -63,7 +63,10 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                       "the text's tokens ÷ (ln 2 × the text's bytes in UTF-8), which is (nats per token) ÷ (ln 2 × "
                       "bytes per token). Every tokenizer cuts the same text into the same bytes, so two models with "
                       "different tokenizers can be compared by it, which their losses per token cannot: a tokenizer "
-                      "with fewer, longer tokens has more to predict at each. Lower is better. The toy example's "
+                      "with fewer, longer tokens has more to predict at each. Byte perplexity and word perplexity "
+                      "divide by counts no tokenizer changes either, and rank models alike; none of the three is fair "
+                      "to a tokenizer that drops text (lowercasing, unknown tokens), which is never asked to predict "
+                      "it. Lower is better. The toy example's "
                       "4.315116 nats over the 20 bytes of “I love dogs not cats” are 0.311270 bits per byte."),
     "byte perplexity": (("byte perplexity",),
                         "2 to the power of the bits per byte, the same as e^(nats per byte): the number of equally "
@@ -126,13 +129,16 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
             "so its loss jumps at both ends."),
     "temperature in distillation": (("τ²",),
                                     "Distillation divides both models' logits by a temperature τ before the softmax, "
-                                    "which flattens both distributions; the loss and its gradient then shrink about "
-                                    "as 1/τ². Hinton et al. (2015) multiply the loss by τ² to keep the gradient's "
+                                    "which flattens both distributions. Where τ is large "
+                                    "against the gaps between a position's logits, the loss and its gradient shrink "
+                                    "about as 1/τ²; at smaller τ no such rule holds (below τ = 1 the loss can even "
+                                    "grow with τ). Hinton et al. (2015) multiply the loss by τ² to keep the gradient's "
                                     "size (DistilBERT does); TRL's trainers do not."),
     "on-policy": (("on-policy",),
                   "Trained on samples the model being trained drew itself, now, rather than on fixed data. On-policy "
-                  "distillation lets the student answer and the teacher score each of its tokens; the per-token "
-                  "reverse KL, log π_S − log π_T, is the token's negative advantage."),
+                  "distillation lets the student answer and the teacher score each of its tokens; log π_S − log π_T at "
+                  "the token drawn, a one-sample estimate of the reverse KL at that position, is the token's "
+                  "negative advantage."),
     "perplexity": (("perplexity",),
                    "exp(loss): the number of equally likely tokens the model is, on average, choosing between. "
                    "A uniform guess over V tokens has perplexity V and loss ln V."),
@@ -237,9 +243,10 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                   "How much better an answer did than expected, A. GRPO expects its group's mean reward: A_i = "
                   "R_i − mean(R), divided by the group's standard deviation (DeepSeekMath does not say which; TRL "
                   f"takes the sample one and adds {TRL.std_eps:g}; Dr. GRPO leaves the division out). "
-                  "A positive advantage makes the answer's tokens more likely, a negative one "
-                  "less likely; when every reward of the group is equal, every advantage is 0 and the group "
-                  "teaches nothing."),
+                  "To first order, for a small enough step, a positive advantage makes the "
+                  "answer's tokens more likely and a negative one less likely; the tokens share the model's weights, "
+                  "so a step of finite size can move an answer against its advantage. When every reward of the "
+                  "group is equal, every advantage is 0 and the group teaches nothing."),
     "GRPO": (("GRPO",),
              "Group Relative Policy Optimization (DeepSeekMath, Shao et al. 2024): reinforcement learning that samples "
              "a group of G answers to each prompt and uses each answer's reward compared with its group's as its "
@@ -360,7 +367,9 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
               "Clipped importance-sampling policy optimisation (MiniMax-M1, 2025), TRL's loss_type \"cispo\": each "
               "token's term is −sg(min(r, ε_max))·A·log π_θ, sg stopping the gradient. It drops PPO's min and clip, "
               "so no token's gradient is ever zeroed; the ratio only weighs it, capped at ε_max (TRL's epsilon_high "
-              "under cispo, whose docs recommend 5)."),
+              "under cispo, whose docs recommend 5). That one-sided cap is ScaleRL's form, which TRL's help cites "
+              "and computes; MiniMax-M1's paper writes the weight clipped on both sides, "
+              "clip(r, 1 − ε_low, 1 + ε_high)."),
     "IPO": (("IPO",),
             "Identity preference optimisation (Azar et al. 2023), one of TRL's DPO loss types: with h the difference "
             "between the chosen and the rejected answer's log π − log π_ref, the loss is (h − 1/(2β))². TRL's "

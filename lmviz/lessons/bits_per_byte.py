@@ -16,7 +16,8 @@ and 2^bpb is the byte perplexity. Two conventions are in use, and this module co
 - nanochat's: the bytes of the predicted tokens only, each token's own; a special token counts 0 bytes and its
   -ln p is left out of the sum. A token's bytes are read from its piece (``lmviz.core.text.token_bytes``).
   Counted after decoding the token to text alone, as nanochat did before its commit 2ce972a (``decoded_bytes``),
-  each broken piece of a character counts as U+FFFD's three bytes, and bpb looks better than it is.
+  a character the token cuts short counts as one U+FFFD's three bytes, and each byte of a character begun in an
+  earlier token as three more; bpb looks better than it is.
 
 A text longer than a model reads at once is scored in windows. ``harness_windows`` are lm-evaluation-harness's
 rolling windows (each new one conditioned on the last token of the one before), ``strided_windows`` the loop of
@@ -285,7 +286,7 @@ class ByteRow:
     token_id: int
     raw: str | None  # its bytes in hex ("" for a special token); None where the tokenizer's tokens are not bytes
     byte_count: int | None  # len of those bytes
-    decoded: str  # the token decoded alone: a U+FFFD for each broken piece of a character it holds
+    decoded: str  # the token decoded alone: a U+FFFD for a character it cuts short, one per byte of one begun before
     decoded_byte_count: int  # the decoding bug's count: len(decode([id]).encode("utf-8")); 0 for a special token
     special: bool
     context: int  # how many tokens it was predicted from

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from lmviz.app import chrome, path
 from lmviz.core.numbers import fmt
-from lmviz.course.quiz import Question
+from lmviz.course.quiz import COUNT_DIGITS, Question
 from lmviz.course.registry import PATH
 from tests.helpers import APP
 
@@ -89,14 +89,16 @@ def written(question: Question) -> list[str]:
 
 
 def answers_shown(texts: list[str], questions: list[Question]) -> list[str]:
-    """Each numeric, non-count answer found in the texts, with the text it was found in. Counts are left out: a
-    small whole number is in every page's prose."""
+    """Each numeric answer found in the texts, with the text it was found in. A count is searched as the pages write
+    a count of a whole, "3 of 95" (RL fine-tuning's clipped tokens in its update table): a small whole number alone
+    is in every page's prose."""
     found = []
     for question in questions:
-        if question.choices or question.is_count:
+        if question.choices:
             continue
         for form in written(question):
-            pattern = re.compile(rf"(?<![\d.]){re.escape(form)}(?!\d)")
+            pattern = re.compile(rf"(?<![\d.,]){re.escape(form)} of \d" if question.is_count
+                                 else rf"(?<![\d.]){re.escape(form)}(?!\d)")
             found += [f"{question.key} = {form}: …{text[max(0, m.start() - 80):m.end() + 40]}…"
                       for text in texts for m in pattern.finditer(text)]
     return found
@@ -107,6 +109,9 @@ def test_the_search_finds_an_answer_in_a_sentence_and_in_a_table_but_not_inside_
     assert answers_shown(["the page's bits per byte = 1.34266."], [question])
     assert answers_shown(["model | 1.34266"], [question])
     assert not answers_shown(["1.342661", "21.34266", "1.342662 and 11.34266"], [question])
+    count = Question("c", "How many are clipped?", 3, reason="r", hint="h", digits=COUNT_DIGITS)
+    assert count.is_count and answers_shown(["update | 3 of 95 tokens"], [count])
+    assert not answers_shown(["3 updates", "13 of 95 tokens", "3 tokens"], [count])
 
 
 @pytest.mark.parametrize("page", LESSON_PAGES)

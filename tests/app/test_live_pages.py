@@ -602,6 +602,12 @@ def test_your_sentence_sends_the_pages_text_and_loss_to_the_room_and_each_refusa
     code = store.open_room()
     at = joined_your_sentence(store, code)
     assert not at.exception and live.SEND_SENTENCE in labels(at)
+    # what the phone is promised before it sends (issue 49), kept below: unapproved, then deleted at the class's end
+    (promise,) = [c.value for c in at.caption if "your teacher reads its text first" in c.value]
+    assert "shows on the projector only if they approve it" in promise and "deleted when the class ends" in promise
+    join = phone(code)
+    assert any("Your teacher reads its text first" in c.value and "It is deleted when the class ends." in c.value
+               for c in join.caption)
     at.text_area(key="text").input("A long one. " * 20).run()  # 240 characters: the page scores it, the room not
     button(at, live.SEND_SENTENCE).click().run()
     (refused,) = at.warning

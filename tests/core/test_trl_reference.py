@@ -103,15 +103,21 @@ def test_the_distillation_loss_is_gkds_generalized_jsd_loss(beta, temperature):
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.5, 1.0])
-def test_the_distillation_loss_is_distillation_trainers_chunked_loss(beta):
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_the_distillation_loss_is_distillation_trainers_chunked_loss(beta, temperature):
     """DistillationTrainer's loss (_chunked_divergence_loss) projects hidden states through each model's lm_head:
     with the identity for a head, the hidden states are the logits. Its kernel works in float32 whatever the
-    inputs' type (trl/kernels/chunked_divergence.py), so it agrees to float32's precision, not float64's."""
+    inputs' type (trl/kernels/chunked_divergence.py), so it agrees to float32's precision, not float64's. At τ = 2
+    it is lmviz's loss without the τ² factor, as the page and the glossary say of TRL's trainers."""
     from trl.trainer.distillation_trainer import _chunked_divergence_loss
     student, teacher = logits_pair(1)
     head = torch.eye(40, dtype=torch.float64)
     loss, _, positions = _chunked_divergence_loss(student[None], teacher[None], head, head,
-                                                  torch.ones(1, 6, dtype=torch.long), beta)
+                                                  torch.ones(1, 6, dtype=torch.long), beta, temperature=temperature)
     assert positions.item() == 6
-    ours = distillation.distillation_loss(student, teacher, beta=beta)
+    ours = distillation.distillation_loss(student, teacher, beta=beta, temperature=temperature)
     assert ours.item() == pytest.approx(loss.item(), rel=1e-6)
+    if temperature != 1.0:
+        scaled = distillation.distillation_loss(student, teacher, beta=beta, temperature=temperature,
+                                                t_squared=True)
+        assert scaled.item() != pytest.approx(loss.item(), rel=1e-3)

@@ -232,6 +232,23 @@ def test_the_rl_entries_agree_with_the_library_and_torch():
     assert "−log σ(r_chosen − r_rejected)" in definition("Bradley–Terry")
 
 
+def test_the_standard_deviation_entry_is_what_torch_numpy_and_trl_compute():
+    import numpy
+    from trl.trainer.utils import nanstd
+
+    from lmviz.core.numbers import fmt
+
+    entry = definition("standard deviation")
+    rewards = [1.0, 0.0]
+    sample, population = torch.tensor(rewards).std().item(), numpy.std(rewards)  # each library's default
+    assert sample == pytest.approx(math.sqrt(0.5)) and population == pytest.approx(0.5)
+    assert f"population std is {fmt(population)} and the sample std {fmt(sample)}" in entry
+    assert "torch.std takes the sample one by default (correction=1)" in entry
+    assert "numpy.std the population one (ddof=0)" in entry
+    assert "as TRL's GRPO advantages do" in entry
+    assert nanstd(torch.tensor(rewards)).item() == pytest.approx(sample)  # the std GRPOTrainer divides by
+
+
 def test_the_unigram_entropy_is_the_best_context_free_loss():
     from lmviz.core.corpus import unigram_entropy
 

@@ -3,6 +3,7 @@ by hand, the toy example's numbers, the bytes of a text, the model's own loss, n
 lm-evaluation-harness's rolling windows and the perplexity guide's strided loop, each written here from its
 documented procedure."""
 
+import dataclasses
 import json
 import math
 import re
@@ -131,6 +132,16 @@ def test_a_token_decoded_alone_gets_one_replacement_per_broken_piece_as_python_w
         assert row.decoded_byte_count == len(python.encode("utf-8"))
     if text == TEXT:  # an emoji and two CJK characters: some tokens hold broken pieces
         assert any(r.decoded.count("\ufffd") for r in result.rows)
+
+
+def test_the_docs_example_of_a_broken_character_decodes_as_they_say():
+    """The docs' section and their Confusions both give <20 F0 9F>: a space, then the start of a 4-byte character
+    cut short, one U+FFFD; no sentence says every broken piece gets its own."""
+    docs = Path("docs/lessons/bits_per_byte.md").read_text()
+    decoded = bytes.fromhex("20F09F").decode("utf-8", errors="replace")
+    assert decoded == " \ufffd" and len(decoded.encode("utf-8")) == 4
+    assert docs.count('`<20 F0 9F>` decodes to " �", 4 bytes') == 2
+    assert "each broken piece of a character in it becomes U+FFFD" not in docs
 
 
 def test_smollm2s_vocabulary_decodes_as_python_does_and_ten_of_its_tokens_to_two_replacements(bundled):
@@ -339,6 +350,11 @@ def test_byte_and_word_perplexity_rank_the_models_as_bits_per_byte_does(bundled,
         by_byte = rankings(results)[1]
         for key in (lambda r: r.harness.byte_perplexity, lambda r: r.harness.word_perplexity):
             assert [r.model for r in sorted(results, key=key)] == by_byte
+    from lmviz.course.glossary import TERMS
+
+    entry = TERMS["bits per byte"][1]  # the glossary does not make bits per byte the only fair measure
+    assert "Byte perplexity and word perplexity divide by counts no tokenizer changes either" in entry
+    assert "none of the three is fair to a tokenizer that drops text" in entry
 
 
 def test_the_better_question_says_when_bits_per_byte_flatters_a_model(bundled, lmviz_tiny):
@@ -351,6 +367,13 @@ def test_the_better_question_says_when_bits_per_byte_flatters_a_model(bundled, l
     assert f"{lmviz_tiny.name} never had to predict what its tokenizer dropped" in better.reason
     alone = next(q for q in build_questions(compared[0], compared[:1] * 2, None) if q.key == "better")
     assert "never had to predict" not in alone.reason
+    assert better.ask == "Which model is better on this text? Compare them fairly."
+    # were the lowest bits per byte a tokenizer's that drops text, the question asks for the lowest, not the better
+    lowest = min(compared, key=lambda r: r.harness.bits_per_byte)
+    flattered = [dataclasses.replace(r, keeps_text=r is not lowest) for r in compared]
+    asked = next(q for q in build_questions(flattered[0], flattered, None) if q.key == "better")
+    assert asked.ask == "Which model has the lowest bits per byte on this text?"
+    assert asked.answer == lowest.model and f"{lowest.model} never had to predict" in asked.reason
 
 
 def test_the_glossarys_window_names_where_each_kind_of_position_embedding_ends(bundled, lmviz_tiny):

@@ -99,6 +99,11 @@ def test_the_one_over_tau_squared_rule_holds_far_above_the_logits_gaps_and_not_b
         d.generalized_jsd(d.log_probs(teacher, tau), d.log_probs(logits, tau), 0.5).mean().backward()
         norms[tau] = logits.grad.norm().item()
     assert norms[20.0] / norms[40.0] == pytest.approx(4, rel=0.01)
+    from lmviz.course.glossary import TERMS
+
+    entry = TERMS["temperature in distillation"][1]  # the glossary gives the rule with its condition, as the page
+    assert "Where τ is large against the gaps between a position's logits" in entry
+    assert "below τ = 1 the loss can even grow with τ" in entry
 
 
 def test_the_distillation_trainers_defaults_are_trls(monkeypatch):
@@ -238,6 +243,11 @@ def test_a_drawn_tokens_log_ratio_is_a_one_sample_estimate_of_the_exact_reverse_
             assert sampled.reverse_kl_before == pytest.approx(expectation.tolist(), abs=1e-4)
             gaps += (drawn - expectation).abs().tolist()
     assert max(gaps) > 0.1  # one sample is not the expectation
+    from lmviz.course.glossary import TERMS
+
+    entry = TERMS["on-policy"][1]  # the glossary names the drawn token's log-ratio as the page does
+    assert "a one-sample estimate of the reverse KL at that position" in entry
+    assert "the per-token reverse KL, log π_S − log π_T" not in entry
 
 
 def test_bad_inputs_get_a_sentence(bundled):

@@ -254,6 +254,15 @@ def test_the_ratio_leaves_1_where_trl_computes_pi_olds_log_probabilities():
     assert "only when the same answers" not in TERMS["ratio"][1]
 
 
+def test_rloo_puts_its_kl_penalty_into_the_reward_as_the_page_says():
+    """RLOOTrainer subtracts β × the answer's summed KL estimate from its reward before the leave-one-out baseline;
+    GRPOTrainer adds its KL term to the per-token loss instead."""
+    source = inspect.getsource(RLOOTrainer)
+    assert "rewards = rewards - self.beta * kl" in source
+    assert source.index("rewards = rewards - self.beta * kl") < source.index("grouped_rewards = rewards.view(")
+    assert "RLOO also puts its KL penalty into the" in PAGE_SOURCE  # "reward" is in the next string
+
+
 def test_rloo_takes_no_std_by_default_as_the_page_says():
     default = config_default(RLOOConfig, "normalize_advantages")
     assert default is False
@@ -270,6 +279,11 @@ def test_trls_cispo_cap_is_scalerls_as_its_help_cites():
     assert "ScaleRL" in grpo.TRL_OTHER_LOSS_TYPES[CISPO] and "both sides" in grpo.TRL_OTHER_LOSS_TYPES[CISPO]
     assert 'SCALERL = "ScaleRL (arXiv 2510.13786)"' in PAGE_SOURCE
     assert "MiniMax-M1's paper writes the weight clipped on both sides" in PAGE_SOURCE
+    from lmviz.course.glossary import TERMS
+
+    entry = TERMS["CISPO"][1]  # the glossary says the same as the page
+    assert "ScaleRL's form, which TRL's help cites and computes" in entry
+    assert "MiniMax-M1's paper writes the weight clipped on both sides" in entry
 
 
 def test_the_loss_types_the_lesson_computes_are_those_grpotrainer_averages_the_clipped_term_for():

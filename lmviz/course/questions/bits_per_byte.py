@@ -34,8 +34,11 @@ def build_questions(result: BitsPerByte, compared: list[BitsPerByte], scored: Wi
         dropping = [r.model for r in compared if not r.keeps_text]
         caveat = (f" Bits per byte is fair only to a tokenizer that gives the text back: {', '.join(dropping)} never "
                   "had to predict what its tokenizer dropped, so its bits per byte flatters it." if dropping else "")
+        # where the lowest is a tokenizer's that drops text, its bits per byte does not show it is the better model
+        asked = ("Which model has the lowest bits per byte on this text?" if best.model in dropping
+                 else "Which model is better on this text? Compare them fairly.")
         questions.append(Question(
-            "better", "Which model is better on this text? Compare them fairly.", best.model,
+            "better", asked, best.model,
             choices=tuple(r.model for r in compared),
             table=(("model", "nats per token", "bytes per token"),
                    *((r.model, fmt(r.harness.nats_per_token), fmt(r.harness.bytes_per_token)) for r in compared)),
