@@ -45,7 +45,9 @@ START_LABEL = "Start with a start-of-text token"
 PREDICTION = "sentence-prediction"  # the container of Predict first's question
 REVEALED, REVEALED_SHOWN = "sentence-revealed", "sentence-revealed-shown"  # session state: answers, and brought up
 # The answer's top to just under the pinned panel's bottom edge; tried again as the table and chart below it draw.
+# Each try is counted in window.lmvizAnswerTries, so that a test measures once the last of them has been made.
 ANSWER_UNDER_PANEL = """const bring = () => {{
+  window.lmvizAnswerTries = (window.lmvizAnswerTries || 0) + 1;
   const answer = document.querySelector('.st-key-{prediction} [data-testid="stAlert"]');
   const panel = document.querySelector('.st-key-{panel}');
   const main = document.querySelector('[data-testid="stMain"]');

@@ -1,6 +1,9 @@
 """Where a test run's time goes, from the JUnit XML that pytest writes (`--junitxml`, as .ci/run asks for):
-the seconds of the tests of each folder, summed, their share; the test functions that cost most, each with all of
-its parametrized cases; and the slowest single tests.
+the seconds of the tests of each folder, summed, their share; the same per kind of work (the property "work" that
+tests/conftest.py records for each test: a browser, a process started, a page run headless, a backward pass, the
+bundled model); what each lesson costs (the tests whose parameters name it, which every lesson gets from the
+registry, and the rest of the tests that name it); the test functions that cost most, each with all of its
+parametrized cases; and the slowest single tests.
 
     python -m scripts.test_times artifacts/pytest-junit.xml [--functions 15] [--slowest 15]
 
@@ -10,15 +13,33 @@ With `-n 2` (pytest.ini) two workers run at once: the summed seconds are about t
 from __future__ import annotations
 
 import argparse
+import re
+import statistics
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Timed:
+    test_id: str  # tests.e2e.test_x::test_y[params]
+    seconds: float  # setup, call and teardown
+    work: str  # the kind of work it did, as tests/conftest.py saw it ("" in a file written without it)
+
+
+def timed_tests(junit: Path) -> list[Timed]:
+    """Every test case of the file, with its seconds and the kind of work it did."""
+    timed = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        work = next((p.get("value", "") for p in case.iter("property") if p.get("name") == "work"), "")
+        timed.append(Timed(f"{case.get('classname', '')}::{case.get('name', '')}", float(case.get("time", 0)), work))
+    return timed
 
 
 def seconds_per_test(junit: Path) -> list[tuple[str, float]]:
     """(the test's id, its seconds) for every test case of the file: setup, call and teardown."""
-    cases = ET.parse(junit).getroot().iter("testcase")
-    return [(f"{case.get('classname', '')}::{case.get('name', '')}", float(case.get("time", 0))) for case in cases]
+    return [(t.test_id, t.seconds) for t in timed_tests(junit)]
 
 
 def folder_of(test_id: str) -> str:
@@ -33,31 +54,73 @@ def function_of(test_id: str) -> str:
     return test_id.split("[")[0]
 
 
+def names_in_parameters(test_id: str) -> set[str]:
+    """The words of a test's parameters: {"grpo", "app_pages/grpo.py", "1"} for test_x[app_pages/grpo.py-1]."""
+    found = re.search(r"\[(.*)\]$", test_id)
+    return set(re.split(r"[-\s]", found.group(1))) if found else set()
+
+
+def lesson_costs(times: list[Timed], lessons: dict[str, set[str]]) -> dict[str, tuple[list[float], list[float]]]:
+    """For each lesson (its stem and the names it goes by: stem, url path, page file), the seconds of the tests
+    whose parameters name it (what the registry gives every lesson) and of the other tests that name it in their
+    module or function (its own tests)."""
+    costs: dict[str, tuple[list[float], list[float]]] = {stem: ([], []) for stem in lessons}
+    for t in times:
+        words = names_in_parameters(t.test_id)
+        for stem, names in lessons.items():
+            if words & names:
+                costs[stem][0].append(t.seconds)
+            elif stem in function_of(t.test_id):
+                costs[stem][1].append(t.seconds)
+    return costs
+
+
+def registry_lessons() -> dict[str, set[str]]:
+    from lmviz.course.registry import PATH
+
+    return {lesson.stem: {lesson.stem, lesson.url_path, lesson.page} for lesson in PATH}
+
+
+def table(title: str, rows: dict[str, list[float]], total: float) -> None:
+    print(f"\n{title}\n\n| {title.split(':')[0].lower()} | tests | seconds | share |\n|---|---:|---:|---:|")
+    for name, seconds in sorted(rows.items(), key=lambda item: -sum(item[1])):
+        print(f"| {name} | {len(seconds)} | {sum(seconds):.0f} | {sum(seconds) / total:.1%} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("junit", type=Path)
     parser.add_argument("--functions", type=int, default=15)
     parser.add_argument("--slowest", type=int, default=15)
     args = parser.parse_args()
-    times = seconds_per_test(args.junit)
-    total = sum(seconds for _, seconds in times)
+    times = timed_tests(args.junit)
+    total = sum(t.seconds for t in times)
+    print(f"{len(times)} tests, {total:.0f} s summed over the workers")
     by_folder: dict[str, list[float]] = defaultdict(list)
-    for test_id, seconds in times:
-        by_folder[folder_of(test_id)].append(seconds)
-    print(f"{len(times)} tests, {total:.0f} s summed over the workers\n")
-    print("| folder | tests | seconds | share |\n|---|---:|---:|---:|")
-    for folder, seconds in sorted(by_folder.items(), key=lambda item: -sum(item[1])):
-        print(f"| {folder} | {len(seconds)} | {sum(seconds):.0f} | {sum(seconds) / total:.1%} |")
+    by_work: dict[str, list[float]] = defaultdict(list)
     by_function: dict[str, list[float]] = defaultdict(list)
-    for test_id, seconds in times:
-        by_function[function_of(test_id)].append(seconds)
+    for t in times:
+        by_folder[folder_of(t.test_id)].append(t.seconds)
+        by_work[t.work or "not recorded"].append(t.seconds)
+        by_function[function_of(t.test_id)].append(t.seconds)
+    table("Folder: the seconds of each folder's tests", by_folder, total)
+    table("Work: the seconds of each kind of work (the costliest a test did, as tests/conftest.py saw it)", by_work,
+          total)
+    costs = lesson_costs(times, registry_lessons())
+    print("\nLesson: what each lesson costs, the tests whose parameters name it (the registry's) and its own\n\n"
+          "| lesson | registry's tests | seconds | its own tests | seconds |\n|---|---:|---:|---:|---:|")
+    for stem, (registry, own) in sorted(costs.items(), key=lambda item: -sum(item[1][0]) - sum(item[1][1])):
+        print(f"| {stem} | {len(registry)} | {sum(registry):.0f} | {len(own)} | {sum(own):.0f} |")
+    registry_seconds = [sum(registry) for registry, _ in costs.values()]
+    print(f"\nThe registry's tests of one lesson: median {statistics.median(registry_seconds):.0f} s summed "
+          f"(from {min(registry_seconds):.0f} to {max(registry_seconds):.0f} s)")
     print(f"\nThe {args.functions} costliest test functions (their cases summed):\n")
     print("| function | cases | seconds |\n|---|---:|---:|")
     for function, seconds in sorted(by_function.items(), key=lambda item: -sum(item[1]))[:args.functions]:
         print(f"| {function} | {len(seconds)} | {sum(seconds):.0f} |")
     print(f"\nThe {args.slowest} slowest tests:\n")
-    for test_id, seconds in sorted(times, key=lambda item: -item[1])[:args.slowest]:
-        print(f"{seconds:7.1f} s  {test_id}")
+    for t in sorted(times, key=lambda t: -t.seconds)[:args.slowest]:
+        print(f"{t.seconds:7.1f} s  {t.test_id}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Shared fixtures: tiny Hugging Face models built from configs, and the bundled model, offline."""
 
 import os
+import sys
 import tempfile
 
 # Tests never reach the Hugging Face hub: what they need is built here or shipped in a package.
@@ -21,16 +22,27 @@ os.environ["LMVIZ_CHARS_PER_MINUTE"] = "inf"
 os.environ.setdefault("LMVIZ_LIVE_DB", f"sqlite:///{tempfile.mkdtemp(prefix='lmviz-tests-live-')}/live.sqlite3")
 
 
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def cores_per_worker() -> int:
-    """This process's share of the cores, in a pytest-xdist worker: the cores over the number of workers. Each worker,
-    and the servers and CLIs it starts, would otherwise run one torch thread per core: on two cores, two workers at
-    two threads each ran GRPO's group and step in 56 s each, against 16 s at one thread each
+    """This process's share of the cores, in a pytest-xdist worker: the cores over the number of workers, at least
+    one. Each worker, and the servers and CLIs it starts, would otherwise run one torch thread per core: on two
+    cores, two workers at two threads each ran GRPO's group and step in 56 s each, against 16 s at one thread each
     (docs/development/testing.md), since an idle OpenMP thread spins on a core another process needs."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    return max(1, cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
 
 
-# Only in a worker (the controller of `-n 2` runs no test, and `-n 0` keeps torch's own default), and only where the
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (pytest.ini): a worker per core, and one more for the browser group (ONE_WORKER below), whose tests
+    mostly wait for their server and their browser: 23 minutes into a run at two workers on two cores, the browser
+    group's worker had used 1.3 CPU minutes and the other worker 17 (docs/development/testing.md gives the runs'
+    wall times at two workers and at three)."""
+    return cores() + 1
+
+
+# Only in a worker (the controller of `-n auto` runs no test, and `-n 0` keeps torch's own default), and only where the
 # person running the tests has not set it; set before torch is imported, it also reaches every process a test starts.
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     os.environ.setdefault("OMP_NUM_THREADS", str(cores_per_worker()))
@@ -154,3 +166,58 @@ def pytest_sessionfinish(session, exitstatus):
     for thread in threading.enumerate():
         if thread.name == "lmviz-warm-start":
             thread.join(timeout=300)
+
+
+# What work each test did, kept in its JUnit record as the property "work", so that scripts/test_times can sum the
+# seconds of each kind (docs/development/testing.md). Seen as it happens, not guessed from names: a process started
+# (a server, a CLI, a benchmark, PostgreSQL, Ray) is Python's audit event, a backward pass is torch's engine call
+# (Tensor.backward and torch.autograd.grad both go through it), a page run headless is AppTest's run. A test that
+# did several is counted once, under the first of WORK that it did.
+WORK = ("browser", "process", "page and backward", "page", "backward", "SmolLM2", "other")
+_work_seen: set[str] = set()
+
+
+def _watch(owner, name: str, seen: str) -> None:
+    original = getattr(owner, name)
+
+    def watched(*args, **kwargs):
+        _work_seen.add(seen)
+        return original(*args, **kwargs)
+
+    setattr(owner, name, watched)
+
+
+def _audit(event: str, _args) -> None:
+    if event == "subprocess.Popen":
+        _work_seen.add("process")
+
+
+def pytest_configure(config):
+    from streamlit.testing.v1 import AppTest
+
+    sys.addaudithook(_audit)
+    _watch(torch.autograd, "_engine_run_backward", "backward")
+    _watch(AppTest, "_run", "page")
+
+
+def work_of(fixtures, seen: set[str]) -> str:
+    if "browser" in fixtures:
+        return "browser"
+    if "process" in seen:
+        return "process"
+    if "page" in seen:
+        return "page and backward" if "backward" in seen else "page"
+    if "backward" in seen:
+        return "backward"
+    return "SmolLM2" if "bundled" in fixtures else "other"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _work_seen.clear()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    if call.when == "teardown":  # JUnit takes a test's properties from its teardown's report
+        item.user_properties.append(("work", work_of(item.fixturenames, _work_seen)))

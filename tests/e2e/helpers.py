@@ -90,10 +90,13 @@ def type_the_true_next_word(tab, word: str) -> None:
 
 
 class HeldRuns:
-    """Holds a script run open in the browser: while ``holding``, the server's message that a run has finished, and
-    every message after it, wait here instead of reaching the page, which therefore shows the run as under way for
-    as long as a test needs to look at it; ``release`` delivers them in order. A run on a fast machine ended before a
-    poll could see it (issue 50): a test of a state that passes must hold it, not hope to catch it.
+    """Holds a script run open in the browser: once ``holding`` is set, the next whole run of the page (not a
+    fragment's) reaches the page as started, and every message after that, the run's new elements and its end
+    included, waits here; ``release`` delivers them in order. The page therefore shows the run under way, with each
+    number of the run before still drawn (stale), for as long as a test needs to look at it, as a slow run would.
+    A run on a fast machine ended before a poll could see it (issue 50): a test of a state that passes must hold it,
+    not hope to catch it. Holding only the run's end was not enough: by then the run had sent its new numbers, and
+    on a page with a fragment on a timer (the warm start's, every 2 s) the fragment's end was taken for it.
 
     Streamlit's page and server speak protobuf ForwardMsgs over one WebSocket (/_stcore/stream); Playwright's
     route_web_socket sits on it, passing the page's messages to the server untouched."""
@@ -101,6 +104,8 @@ class HeldRuns:
     def __init__(self, tab):
         self.holding = False
         self.held: list = []
+        self._run_started = False  # while holding: the whole run's new_session has reached the page
+        self.under_way = False  # a run is held open: the page was told it started, and what follows waits here
         self._to_page = None
         tab.route_web_socket(re.compile(r"/_stcore/stream$"), self._route)
 
@@ -111,23 +116,28 @@ class HeldRuns:
         self._to_page = to_page
 
     def _from_server(self, message):
-        if self.holding and (self.held or self._ends_a_run(message)):
+        if self.under_way:
             self.held.append(message)
-        else:
-            self._to_page.send(message)
+            return
+        self._to_page.send(message)
+        if self.holding:
+            kind, forward = self._read(message)
+            if kind == "new_session" and not forward.metadata.run.fragment_ids:
+                self._run_started = True
+            elif self._run_started and kind == "session_status_changed" and (
+                    forward.session_status_changed.script_is_running):
+                self.under_way = True
 
     @staticmethod
-    def _ends_a_run(message) -> bool:
+    def _read(message):
         from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
         forward = ForwardMsg()
         forward.ParseFromString(message if isinstance(message, bytes) else message.encode())
-        kind = forward.WhichOneof("type")
-        return kind == "script_finished" or (kind == "session_status_changed"
-                                             and not forward.session_status_changed.script_is_running)
+        return forward.WhichOneof("type"), forward
 
     def release(self):
-        self.holding = False
+        self.holding = self._run_started = self.under_way = False
         held, self.held = self.held, []
         for message in held:
             self._to_page.send(message)
@@ -181,6 +191,8 @@ class ScriptRuns:
     ``requested``: the page's requests for a run (BackMsg rerun_script), but for a timer's (a fragment's run_every).
     ``finished``: whole runs of the page the server ended (ForwardMsg script_finished, FINISHED_SUCCESSFULLY or
     FINISHED_WITH_COMPILE_ERROR); a fragment's run, or a run cut short for the next one, is not one.
+    ``fragments_finished``: the fragments' runs it ended (FINISHED_FRAGMENT_RUN_SUCCESSFULLY), a timer's included: a
+    poll of the live class's projector is one.
 
     Made before the page is opened: it watches each stream the tab opens (tab.on("websocket"), a reload's too) and
     changes nothing on it, unlike HeldRuns. The browser reports a frame the page sends from the page itself, in
@@ -190,6 +202,7 @@ class ScriptRuns:
     def __init__(self, tab):
         self.requested = 0
         self.finished = 0
+        self.fragments_finished = 0
         self._stream = None
         tab.on("websocket", self._watch)
 
@@ -215,12 +228,16 @@ class ScriptRuns:
         if forward.WhichOneof("type") == "script_finished" and forward.script_finished in (
                 ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_WITH_COMPILE_ERROR):
             self.finished += 1
+        elif forward.WhichOneof("type") == "script_finished" and (
+                forward.script_finished == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY):
+            self.fragments_finished += 1
 
-    def wait_for_finished(self, count: int, timeout_s: float = 120) -> None:
-        """Wait until ``count`` whole runs have finished: for a click's run, ``finished`` as it was before the click,
-        plus one. Each message the server sends wakes it to count again (no fixed wait)."""
+    def wait_for_finished(self, count: int, timeout_s: float = 120, fragments: bool = False) -> None:
+        """Wait until ``count`` whole runs have finished (with ``fragments``, ``count`` fragment runs): for a click's
+        run, ``finished`` as it was before the click, plus one. Each message the server sends wakes it to count again
+        (no fixed wait)."""
         deadline = time.monotonic() + timeout_s
-        while self.finished < count:
+        while (self.fragments_finished if fragments else self.finished) < count:
             left = deadline - time.monotonic()
             assert left > 0 and self._stream is not None, f"{self.finished} runs finished of {count}, in {timeout_s} s"
             self._stream.wait_for_event("framereceived", timeout=left * 1000)

@@ -16,7 +16,7 @@ from lmviz.app.live_access import KEY_PARAM
 from lmviz.core.numbers import fmt
 from lmviz.live.store import Store
 from scripts.live_server import environment_set, running_server
-from tests.e2e.helpers import ARTIFACTS, assert_no_error, settle
+from tests.e2e.helpers import ARTIFACTS, ScriptRuns, assert_no_error, settle
 
 PHONE = {"width": 390, "height": 844}
 PROJECTOR = {"width": 1280, "height": 720}
@@ -204,6 +204,7 @@ def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(n
     stays open across the page's polls while the teacher approves; an approved text is shown as text."""
     server, store = live_server
     _, projector = new_tab(PROJECTOR)
+    runs = ScriptRuns(projector)
     projector.goto(f"{server}/live-class?present=1&{KEY_PARAM}=any")
     settle(projector)
     projector.get_by_role("button", name="Open a room").click()
@@ -238,7 +239,7 @@ def test_the_rooms_sentences_numbers_on_the_projector_and_a_text_once_approved(n
 
     queue.get_by_text(QUEUE).click()  # the teacher opens it, on their own screen
     expect(queue.get_by_text(HOSTILE, exact=True)).to_be_visible(timeout=POLL_MS)
-    projector.wait_for_timeout(5000)  # two polls of the room: the queue stays open
+    runs.wait_for_finished(runs.fragments_finished + 2, fragments=True)  # two polls of the room: the queue stays open
     expect(queue.get_by_text(HOSTILE, exact=True)).to_be_visible()
     row = queue.locator("[data-testid='stHorizontalBlock']").filter(has_text=HOSTILE)
     row.get_by_role("button", name="Approve").click()

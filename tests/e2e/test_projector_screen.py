@@ -80,8 +80,9 @@ def test_presentation_mode_opens_on_the_headline_numbers(projector, server, path
 
 def test_a_run_under_way_says_so_in_the_pinned_panel(projector, server):
     """While the page reruns for a new text, the pinned panel says it is working, in words, and any number the run
-    has not replaced yet is struck through; once the run ends, the words go. The run's end is held back from the page
-    (HeldRuns) until the test has looked: a run quicker than a poll was never seen."""
+    has not replaced yet is struck through; once the run ends, the words go. The run is held open in the page
+    (HeldRuns: its start delivered, the rest held back) until the test has looked: a run quicker than a poll was
+    never seen."""
     runs = HeldRuns(projector)
     projector.goto(f"{server}/sentence")
     settle(projector)
@@ -94,10 +95,11 @@ def test_a_run_under_way_says_so_in_the_pinned_panel(projector, server):
         """text => document.querySelector('[data-testid=stApp]').dataset.testScriptState === 'running' &&
              [document.querySelector('.st-key-result-panel')].map(p => getComputedStyle(p, '::after'))
                .some(s => s.content.includes(text) && s.opacity === '1')""", arg=WORKING, timeout=60_000)
+    assert runs.under_way  # seen while held, not caught in passing
     struck = projector.evaluate("""() => [...document.querySelectorAll(
         '.st-key-result-panel [data-testid=stMetricValue]')].filter(v => v.closest('[data-stale=true]'))
         .map(v => getComputedStyle(v).textDecorationLine)""")
-    assert all(line == "line-through" for line in struck), struck
+    assert struck and all(line == "line-through" for line in struck), struck
     runs.release()
     projector.wait_for_function(SETTLED, timeout=120_000)
     after = projector.evaluate("getComputedStyle(document.querySelector('.st-key-result-panel'), '::after').content")

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from lmviz.core.numbers import fmt
 from lmviz.lessons.causal_lm import analyse_clm
-from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, settle, type_the_true_next_word
+from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, settle, type_the_true_next_word, wait_until_still
 
 MODES = {"default": "", "presentation": "&present=1"}
 ROW_PX = 35  # st.dataframe's header and row height (default mode: the key table is a glide grid)
@@ -33,7 +33,8 @@ def test_predict_firsts_answer_comes_under_the_panel_with_the_costliest_row(proj
     answer = projector.locator(".st-key-sentence-prediction [data-testid='stAlert']")
     expect(answer).to_contain_text("The answer: ", timeout=120_000)
     settle(projector)
-    projector.wait_for_timeout(1500)  # the page's own tries, until its layout settles
+    projector.wait_for_function("window.lmvizAnswerTries >= 4")  # the page's own four tries to bring it up, made
+    wait_until_still(projector, "[data-testid='stMain']")
     panel = projector.locator(".st-key-result-panel")
     below_panel = edge(panel, "bottom")
     assert 0 <= edge(answer, "top") - below_panel <= 40, "the answer is not just under the pinned panel"

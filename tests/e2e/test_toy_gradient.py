@@ -7,7 +7,15 @@ from playwright.sync_api import expect
 
 from lmviz.core import toy
 from lmviz.core.numbers import fmt
-from tests.e2e.helpers import ARTIFACTS, assert_no_error, metric, open_folds, overflowing_tables, settle
+from tests.e2e.helpers import (
+    ARTIFACTS,
+    assert_no_error,
+    metric,
+    open_folds,
+    overflowing_tables,
+    settle,
+    wait_until_still,
+)
 
 MODES = {"default": "", "presentation": "?present=1"}
 TABLES = "[data-testid='stMain'] [data-testid='stDataFrame'], [data-testid='stMain'] [data-testid='stTable']"
@@ -17,7 +25,7 @@ TABLES = "[data-testid='stMain'] [data-testid='stDataFrame'], [data-testid='stMa
 def test_the_gradient_table_fits_and_a_new_rate_shows_the_librarys_loss_after_the_step(projector, server, mode):
     projector.goto(f"{server}/toy{MODES[mode]}")
     settle(projector)
-    projector.wait_for_timeout(600)  # presentation mode folds the sidebar: its animation ends before measuring
+    wait_until_still(projector, "[data-testid='stSidebar']")  # presentation mode folds it: measured once folded
     assert open_folds(projector, "The gradient entry by entry") == 1  # folded (issue 39)
     gradient = projector.locator(TABLES, has_text="✓ -0.100000")  # row 0's true label, (0.5 − 1)/5
     expect(gradient).to_have_count(1)
