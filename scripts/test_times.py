@@ -2,12 +2,13 @@
 the seconds of the tests of each folder, summed, their share; the same per kind of work (the property "work" that
 tests/conftest.py records for each test: a browser, a process started, a page run headless, a backward pass, the
 bundled model); what each lesson costs (the tests whose parameters name it, which every lesson gets from the
-registry, and the rest of the tests that name it); the test functions that cost most, each with all of its
+registry, and the tests in the modules named after it); the test functions that cost most, each with all of its
 parametrized cases; and the slowest single tests.
 
     python -m scripts.test_times artifacts/pytest-junit.xml [--functions 15] [--slowest 15]
 
-With `-n 2` (pytest.ini) two workers run at once: the summed seconds are about twice the run's wall time.
+With several workers (pytest.ini's -n auto) at once, each test's seconds include its waits for a core: the summed
+seconds are about the workers' count times the run's wall time.
 """
 
 from __future__ import annotations
@@ -37,11 +38,6 @@ def timed_tests(junit: Path) -> list[Timed]:
     return timed
 
 
-def seconds_per_test(junit: Path) -> list[tuple[str, float]]:
-    """(the test's id, its seconds) for every test case of the file: setup, call and teardown."""
-    return [(t.test_id, t.seconds) for t in timed_tests(junit)]
-
-
 def folder_of(test_id: str) -> str:
     """tests/e2e for tests.e2e.test_x.Class::name; the top-level test files are tests/."""
     parts = test_id.split("::")[0].split(".")
@@ -54,31 +50,46 @@ def function_of(test_id: str) -> str:
     return test_id.split("[")[0]
 
 
-def names_in_parameters(test_id: str) -> set[str]:
-    """The words of a test's parameters: {"grpo", "app_pages/grpo.py", "1"} for test_x[app_pages/grpo.py-1]."""
+def names_a(test_id: str, names: set[str]) -> bool:
+    """Whether the test's parameters hold one of ``names`` whole: "next-token" in test_x[next-token-empty] and in
+    test_x[app_pages/next_token.py], never "step" in test_x[one-stepper]. Parameters are joined by "-" and a
+    surface may hold a space ("chat-loss question")."""
     found = re.search(r"\[(.*)\]$", test_id)
-    return set(re.split(r"[-\s]", found.group(1))) if found else set()
+    return bool(found) and any(re.search(rf"(?:^|[-\s]){re.escape(name)}(?:$|[-\s])", found.group(1))
+                               for name in names)
 
 
-def lesson_costs(times: list[Timed], lessons: dict[str, set[str]]) -> dict[str, tuple[list[float], list[float]]]:
-    """For each lesson (its stem and the names it goes by: stem, url path, page file), the seconds of the tests
-    whose parameters name it (what the registry gives every lesson) and of the other tests that name it in their
-    module or function (its own tests)."""
+def module_of(test_id: str) -> str:
+    """The test's module without its "test_" (and a questions module's "questions_"): grpo_trl for
+    tests.lessons.test_grpo_trl::test_x, toy for tests.course.test_questions_toy::test_y."""
+    modules = [p for p in test_id.split("::")[0].split(".") if not p[:1].isupper()]
+    return modules[-1].removeprefix("test_").removeprefix("questions_")
+
+
+def lesson_costs(times: list[Timed], lessons: dict[str, tuple[set[str], set[str]]]
+                 ) -> dict[str, tuple[list[float], list[float]]]:
+    """For each lesson, (the names its tests' parameters may give it, the names its own modules start with): the
+    seconds of the tests whose parameters name it (what the registry gives every lesson), and of the other tests in
+    a module named after it (its own tests)."""
     costs: dict[str, tuple[list[float], list[float]]] = {stem: ([], []) for stem in lessons}
     for t in times:
-        words = names_in_parameters(t.test_id)
-        for stem, names in lessons.items():
-            if words & names:
+        module = module_of(t.test_id)
+        for stem, (names, modules) in lessons.items():
+            if names_a(t.test_id, names):
                 costs[stem][0].append(t.seconds)
-            elif stem in function_of(t.test_id):
+            elif any(module == m or module.startswith(f"{m}_") for m in modules):
                 costs[stem][1].append(t.seconds)
     return costs
 
 
-def registry_lessons() -> dict[str, set[str]]:
+def registry_lessons() -> dict[str, tuple[set[str], set[str]]]:
+    """Each lesson's names in parameters (stem, url path, page file) and its modules' (stem, url path, the name of
+    the module that computes its numbers: training for Train)."""
     from lmviz.course.registry import PATH
 
-    return {lesson.stem: {lesson.stem, lesson.url_path, lesson.page} for lesson in PATH}
+    return {lesson.stem: ({lesson.stem, lesson.url_path, lesson.page},
+                          {lesson.stem, lesson.url_path.replace("-", "_"), lesson.computation.rsplit(".", 1)[-1]})
+            for lesson in PATH}
 
 
 def table(title: str, rows: dict[str, list[float]], total: float) -> None:

@@ -12,22 +12,31 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
 
-SPIN = "while True: pass"
+# Spins until the process that started it, whose pid ends its one argument (spinner_tag), is gone: killed, this
+# script's spinners do not outlive it, even when it dies before a spinner has begun.
+SPIN = "import os, sys\nparent = int(sys.argv[1].rsplit('-', 1)[1])\nwhile os.getppid() == parent: pass"
 
 
 def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def spinner_tag(pid: int) -> str:
+    """The last word of the command line of the spinners process ``pid`` starts: how a test tells them apart."""
+    return f"lmviz-under-load-{pid}"
+
+
 def run_under_load(command: list[str], runs: int, busy: int) -> list[tuple[float, int]]:
     """Each run's (wall seconds, exit code), with ``busy`` spinning processes alive throughout."""
-    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(busy)]
-    results = []
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a CI timeout's TERM still ends the spinners below
+    spinners, results = [], []
     try:
+        spinners += [subprocess.Popen([sys.executable, "-c", SPIN, spinner_tag(os.getpid())]) for _ in range(busy)]
         for _ in range(runs):
             started = time.monotonic()
             code = subprocess.run(command).returncode

@@ -34,11 +34,13 @@ def cores_per_worker() -> int:
     return max(1, cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
 
 
-def pytest_xdist_auto_num_workers(config) -> int:
+def pytest_xdist_auto_num_workers(config) -> int | None:
     """`-n auto` (pytest.ini): a worker per core, and one more for the browser group (ONE_WORKER below), whose tests
     mostly wait for their server and their browser: 23 minutes into a run at two workers on two cores, the browser
     group's worker had used 1.3 CPU minutes and the other worker 17 (docs/development/testing.md gives the runs'
-    wall times at two workers and at three)."""
+    wall times at two workers and at three). PYTEST_XDIST_AUTO_NUM_WORKERS, where set, is xdist's to read."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
     return cores() + 1
 
 
@@ -169,10 +171,12 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 # What work each test did, kept in its JUnit record as the property "work", so that scripts/test_times can sum the
-# seconds of each kind (docs/development/testing.md). Seen as it happens, not guessed from names: a process started
-# (a server, a CLI, a benchmark, PostgreSQL, Ray) is Python's audit event, a backward pass is torch's engine call
-# (Tensor.backward and torch.autograd.grad both go through it), a page run headless is AppTest's run. A test that
-# did several is counted once, under the first of WORK that it did.
+# seconds of each kind (docs/development/testing.md). Three are seen as they happen: a process started (a server, a
+# CLI, a benchmark, PostgreSQL, Ray) is Python's audit event, a backward pass is torch's engine call (Tensor.backward
+# and torch.autograd.grad both go through it), a page run headless is AppTest's run; a browser and the bundled model
+# are the fixtures the test asked for. One set for the process: what a thread the test left behind does counts for
+# the test running then. A test that did several is counted once, under the first of WORK that it did, an order
+# that puts the dearer kind first as a rule.
 WORK = ("browser", "process", "page and backward", "page", "backward", "SmolLM2", "other")
 _work_seen: set[str] = set()
 

@@ -65,8 +65,8 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                       "different tokenizers can be compared by it, which their losses per token cannot: a tokenizer "
                       "with fewer, longer tokens has more to predict at each. Byte perplexity and word perplexity "
                       "divide by counts no tokenizer changes either, and rank models alike; none of the three is fair "
-                      "to a tokenizer that drops text (lowercasing, unknown tokens), which is never asked to predict "
-                      "it. Lower is better. The toy example's "
+                      "where a tokenizer drops text (lowercasing, unknown tokens): its model is never asked to "
+                      "predict what was dropped. Lower is better. The toy example's "
                       "4.315116 nats over the 20 bytes of “I love dogs not cats” are 0.311270 bits per byte."),
     "byte perplexity": (("byte perplexity",),
                         "2 to the power of the bits per byte, the same as e^(nats per byte): the number of equally "
@@ -243,10 +243,10 @@ TERMS: dict[str, tuple[tuple[str, ...], str]] = {
                   "How much better an answer did than expected, A. GRPO expects its group's mean reward: A_i = "
                   "R_i − mean(R), divided by the group's standard deviation (DeepSeekMath does not say which; TRL "
                   f"takes the sample one and adds {TRL.std_eps:g}; Dr. GRPO leaves the division out). "
-                  "To first order, for a small enough step, a positive advantage makes the "
-                  "answer's tokens more likely and a negative one less likely; the tokens share the model's weights, "
-                  "so a step of finite size can move an answer against its advantage. When every reward of the "
-                  "group is equal, every advantage is 0 and the group teaches nothing."),
+                  "To first order, for a small enough step, an answer's own term pushes its tokens up where its "
+                  "advantage is positive and down where it is negative; the answers share the model's weights, so "
+                  "the others' terms move it too, and a step of finite size can move it against its advantage. "
+                  "When every reward of the group is equal, every advantage is 0 and the group teaches nothing."),
     "GRPO": (("GRPO",),
              "Group Relative Policy Optimization (DeepSeekMath, Shao et al. 2024): reinforcement learning that samples "
              "a group of G answers to each prompt and uses each answer's reward compared with its group's as its "

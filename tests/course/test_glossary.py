@@ -211,6 +211,9 @@ def test_the_rl_entries_agree_with_the_library_and_torch():
         ((rewards - rewards.mean()) / rewards.std()).tolist())
     same = advantages([1.0, 1.0, 1.0])
     assert same.advantages == [0.0] * 3 and same.teaches_nothing and "teaches nothing" in definition("advantage")
+    # first order only, as RL fine-tuning's page says and counts (tests/app/test_grpo_page.py)
+    assert "To first order, for a small enough step, an answer's own term pushes" in definition("advantage")
+    assert "a step of finite size can move it against its advantage" in definition("advantage")
     # ratio and clip: before the first update every ratio is exactly 1; where the clipped term is the smaller one
     # autograd's gradient of the token's term is 0; TRL's default ε is the library's
     logp = torch.tensor([[-1.0, -2.0, -0.5]], dtype=torch.float64)

@@ -95,8 +95,12 @@ class HeldRuns:
     included, waits here; ``release`` delivers them in order. The page therefore shows the run under way, with each
     number of the run before still drawn (stale), for as long as a test needs to look at it, as a slow run would.
     A run on a fast machine ended before a poll could see it (issue 50): a test of a state that passes must hold it,
-    not hope to catch it. Holding only the run's end was not enough: by then the run had sent its new numbers, and
-    on a page with a fragment on a timer (the warm start's, every 2 s) the fragment's end was taken for it.
+    not hope to catch it. Holding only the run's end was not enough: by then the run had sent its new numbers, so
+    nothing was stale. A fragment's run (a timer's, such as the warm start's every 2 s where it is on) is let
+    through: its new_session names its fragments.
+
+    While the test is outside a Playwright call, Playwright hands on no message either way: the page and the server
+    wait, as they do for any routed socket.
 
     Streamlit's page and server speak protobuf ForwardMsgs over one WebSocket (/_stcore/stream); Playwright's
     route_web_socket sits on it, passing the page's messages to the server untouched."""
@@ -237,9 +241,10 @@ class ScriptRuns:
         run, ``finished`` as it was before the click, plus one. Each message the server sends wakes it to count again
         (no fixed wait)."""
         deadline = time.monotonic() + timeout_s
-        while (self.fragments_finished if fragments else self.finished) < count:
+        while (done := self.fragments_finished if fragments else self.finished) < count:
             left = deadline - time.monotonic()
-            assert left > 0 and self._stream is not None, f"{self.finished} runs finished of {count}, in {timeout_s} s"
+            kind = "fragment runs" if fragments else "runs"
+            assert left > 0 and self._stream is not None, f"{done} {kind} finished of {count}, in {timeout_s} s"
             self._stream.wait_for_event("framereceived", timeout=left * 1000)
 
 

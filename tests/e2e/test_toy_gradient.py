@@ -25,7 +25,9 @@ TABLES = "[data-testid='stMain'] [data-testid='stDataFrame'], [data-testid='stMa
 def test_the_gradient_table_fits_and_a_new_rate_shows_the_librarys_loss_after_the_step(projector, server, mode):
     projector.goto(f"{server}/toy{MODES[mode]}")
     settle(projector)
-    wait_until_still(projector, "[data-testid='stSidebar']")  # presentation mode folds it: measured once folded
+    if mode == "presentation":  # the mode folds the sidebar (its script clicks Collapse): measured once folded
+        expect(projector.locator("[data-testid='stExpandSidebarButton']")).to_be_visible()
+    wait_until_still(projector, "[data-testid='stSidebar']")
     assert open_folds(projector, "The gradient entry by entry") == 1  # folded (issue 39)
     gradient = projector.locator(TABLES, has_text="✓ -0.100000")  # row 0's true label, (0.5 − 1)/5
     expect(gradient).to_have_count(1)

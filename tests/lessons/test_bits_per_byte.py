@@ -374,6 +374,7 @@ def test_the_better_question_says_when_bits_per_byte_flatters_a_model(bundled, l
     asked = next(q for q in build_questions(flattered[0], flattered, None) if q.key == "better")
     assert asked.ask == "Which model has the lowest bits per byte on this text?"
     assert asked.answer == lowest.model and f"{lowest.model} never had to predict" in asked.reason
+    assert "better model" not in asked.hint and "better model" in better.hint
 
 
 def test_the_glossarys_window_names_where_each_kind_of_position_embedding_ends(bundled, lmviz_tiny):

@@ -35,7 +35,8 @@ def build_questions(result: BitsPerByte, compared: list[BitsPerByte], scored: Wi
         caveat = (f" Bits per byte is fair only to a tokenizer that gives the text back: {', '.join(dropping)} never "
                   "had to predict what its tokenizer dropped, so its bits per byte flatters it." if dropping else "")
         # where the lowest is a tokenizer's that drops text, its bits per byte does not show it is the better model
-        asked = ("Which model has the lowest bits per byte on this text?" if best.model in dropping
+        flattered = best.model in dropping
+        asked = ("Which model has the lowest bits per byte on this text?" if flattered
                  else "Which model is better on this text? Compare them fairly.")
         questions.append(Question(
             "better", asked, best.model,
@@ -47,7 +48,8 @@ def build_questions(result: BitsPerByte, compared: list[BitsPerByte], scored: Wi
                    "own count of tokens, and a tokenizer with fewer, longer tokens has more to predict at each."
                    + caveat,
             hint="work out each model's bits per byte from its two numbers: (nats per token) ÷ (ln 2 × bytes per "
-                 "token); the lowest is the better model on this text."))
+                 "token); " + ("the lowest is the answer." if flattered
+                               else "the lowest is the better model on this text.")))
     if scored is not None:
         harness = scored.harness
         lost = harness.lost_context()
