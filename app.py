@@ -4,12 +4,12 @@ Run with:  streamlit run app.py
 """
 
 import contextlib
-import gc
 
 import streamlit as st
 
 from lmviz.app import live, live_access, url_state
 from lmviz.app.chrome import PageStopped, first_drawing, hide_numbers_switch, page_style, presentation_switch
+from lmviz.app.garbage import collect_after_run
 from lmviz.app.path import land_at_top, lesson_footer, lesson_header
 from lmviz.app.warm import warm_start
 from lmviz.course.registry import PATH
@@ -57,4 +57,4 @@ else:
             lesson_footer(lesson)
         # in place of Streamlit's collection after every run (.streamlit/config.toml, runner.postScriptGC): a
         # page's run may leave tensors in reference cycles, which should not wait for Python's own collector
-        gc.collect()
+        collect_after_run()

@@ -10,6 +10,9 @@
 3. start: process start to the first analysis, with lmviz's weights cache warm and cold
 4. a class at once: 30 different sentences arriving together, served one by one vs by the Batcher
 5. GPU (when CUDA is present): the same analysis on the GPU, float32 and bfloat16, against the CPU
+6. a page run's garbage collection: the full collection app.py makes after every lesson's run, in a server's
+   process (the app's modules and the lessons' libraries imported, the model loaded), before and after
+   lmviz.app.garbage freezes what lives as long as the process
 
 Timings are medians of interleaved runs (bare, analysis, its parts, bare, ...), so that
 all see the same machine. --quick (for CI) uses short inputs and one repetition: it proves
@@ -157,6 +160,33 @@ analyse_clm(load_causal_lm(), "The capital of France is Paris.")
 print(json.dumps(dict(seconds=time.time() - t0)))
 """
 
+GC_PROBE = """
+import gc, json, statistics, time
+import lmviz.app.caches, lmviz.app.choosers, lmviz.app.chrome, lmviz.app.widgets, lmviz.figures.plots
+import lmviz.lessons.causal_lm, lmviz.lessons.grpo, lmviz.lessons.gradient_step, lmviz.lessons.next_token
+from lmviz.app.garbage import collect_after_run
+from lmviz.models.loading import load_causal_lm
+
+loaded = load_causal_lm()
+
+def collection_ms():
+    times = []
+    for _ in range({repeats}):
+        start = time.perf_counter()
+        gc.collect()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+tracked_before, before = len(gc.get_objects()), collection_ms()
+collect_after_run()
+print(json.dumps(dict(tracked_before=tracked_before, before_ms=before, tracked_after=len(gc.get_objects()),
+                      after_ms=collection_ms(), frozen=gc.get_freeze_count())))
+"""
+
+
+def garbage_collection(repeats: int) -> dict:
+    return in_fresh_process(GC_PROBE.format(repeats=repeats))
+
 
 def memory(length: int) -> dict:
     row = in_fresh_process(MEMORY_PROBE.format(length=length))
@@ -268,6 +298,12 @@ def print_report(report: dict) -> None:
                   f"{r['ratio']:>7.3f} {r['max_nll_difference_vs_cpu']:>18.1e}")
     else:
         print("\n5. GPU: no CUDA device on this machine")
+    g = report["garbage"]
+    print("\n6. A page run's garbage collection (a server's process, the model loaded): one full collection")
+    print(f"{'':>14} {'objects walked':>15} {'ms':>8}")
+    print(f"{'as it was':>14} {g['tracked_before']:>15,} {g['before_ms']:>8.2f}")
+    print(f"{'after a freeze':>14} {g['tracked_after']:>15,} {g['after_ms']:>8.2f}")
+    print(f"   {g['frozen']:,} objects frozen by lmviz.app.garbage.collect_after_run: no collection walks them again")
 
 
 def main() -> None:
@@ -286,7 +322,8 @@ def main() -> None:
                          f"{torch.get_num_threads()} threads",
               "overhead": overhead(loaded, lengths, repeats, ["paragraph"] if args.quick else list(TEXTS)),
               "memory": memory(lengths[-1]),
-              "class": serve_class(loaded, CLASS_SENTENCES[:8] if args.quick else CLASS_SENTENCES)}
+              "class": serve_class(loaded, CLASS_SENTENCES[:8] if args.quick else CLASS_SENTENCES),
+              "garbage": garbage_collection(1 if args.quick else repeats)}
     if not args.quick:
         report["start"] = start_times()
     if torch.cuda.is_available():

@@ -18,7 +18,6 @@ the join page only when one is sent."""
 
 from __future__ import annotations
 
-import gc
 import html
 import ipaddress
 import math
@@ -32,6 +31,7 @@ import streamlit as st
 from lmviz.app import live_access as access
 from lmviz.app import live_push
 from lmviz.app.chrome import PageStopped, chart_font_px, hide_numbers, numbers_hidden, presenting, text_table
+from lmviz.app.garbage import collect_after_run
 from lmviz.app.live_access import OFF, PUBLIC_URL_VARIABLE, TEACHING_PARAM, live_on, opening_refusal
 from lmviz.app.problems import show_problem
 from lmviz.core.numbers import fmt
@@ -680,7 +680,7 @@ def sentence_form(code: str, token: str) -> None:
     if pending is not None:
         with st.spinner("The model is reading your sentence…"):
             sent = _score_and_send(code, token, pending)
-        gc.collect()  # what the model's forward pass left in reference cycles (app.py collects on the lessons)
+        collect_after_run()  # what the model's forward pass left in reference cycles (app.py collects on the lessons)
         if sent:
             st.session_state[SENTENCE_SENT] = sent
     said_sentence()
