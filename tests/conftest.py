@@ -35,13 +35,13 @@ def cores_per_worker() -> int:
 
 
 def pytest_xdist_auto_num_workers(config) -> int | None:
-    """`-n auto` (pytest.ini): a worker per core, and one more for the browser group (ONE_WORKER below), whose tests
-    mostly wait for their server and their browser: 23 minutes into a run at two workers on two cores, the browser
-    group's worker had used 1.3 CPU minutes and the other worker 17 (docs/development/testing.md gives the runs'
-    wall times at two workers and at three). PYTEST_XDIST_AUTO_NUM_WORKERS, where set, is xdist's to read."""
+    """`-n auto` (pytest.ini): a worker per core, and one more for each browser group (BROWSER_GROUPS below), whose
+    tests mostly wait for their server and their browser: 23 minutes into a run at two workers on two cores, the
+    browser group's worker had used 1.3 CPU minutes and the other worker 17 (docs/development/testing.md gives the
+    runs' wall times). PYTEST_XDIST_AUTO_NUM_WORKERS, where set, is xdist's to read."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    return cores() + 1
+    return cores() + len(BROWSER_GROUPS)
 
 
 # Only in a worker (the controller of `-n auto` runs no test, and `-n 0` keeps torch's own default), and only where the
@@ -132,13 +132,23 @@ def default_grpo_group(bundled):
     return sample_group(bundled, DEFAULT_PROMPT, 8, 0, 1.0, 12)
 
 
-# Tests that must not run beside their own kind: the browser tests share one Streamlit server and its log, and
-# two of them at once on a 2-core machine miss their timeouts; Ray is one cluster per machine.
-ONE_WORKER = {"tests/e2e/": "browser", "tests/serving/test_ray_scorer.py": "ray"}
+# Tests that run one after another on one worker, each group on its own. The browser tests, in two groups of about
+# the same length (13 and 14 minutes of their workers' time in a full run), each with the Streamlit server and the
+# browser of its worker (tests/e2e/conftest.py): one group, the browser tests' 26 minutes, was the run's longest
+# path. Within a group they run one at a time: two at once against one server, on two cores, each waited for the
+# other's runs. Ray is one cluster per machine.
+BROWSER_GROUPS = {
+    "browser: the projector and the classroom": tuple(f"tests/e2e/test_{name}" for name in (
+        "projector_", "classroom.py", "hidden_numbers.py", "room_and_keyboard.py", "lessons_browser.py",
+        "byte_pieces_browser.py")),
+    "browser: the others": ("tests/e2e/",),
+}
+ONE_WORKER = {**BROWSER_GROUPS, "ray": ("tests/serving/test_ray_scorer.py",)}
 
 
 def one_worker_group(nodeid: str) -> str | None:
-    return next((group for prefix, group in ONE_WORKER.items() if nodeid.startswith(prefix)), None)
+    """The ONE_WORKER group of a test, the first whose prefixes it starts with."""
+    return next((group for group, prefixes in ONE_WORKER.items() if nodeid.startswith(prefixes)), None)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -148,8 +158,8 @@ def pytest_xdist_make_scheduler(config, log):
     Not xdist's --dist loadgroup: it marks a group by appending "@group" to the test's Node._nodeid, which pytest 9
     no longer reads (its node ids are Node._id), so the browser tests were shared out between both workers, two
     servers and two browsers at once on two cores (seen in a -v run). xdist sends the largest unit first
-    (--loadscope-reorder, its default): the browser group starts at once, and its worker takes more only when that
-    is nearly done."""
+    (--loadscope-reorder, its default): the browser groups start at once, and their workers take more only when
+    they are nearly done."""
     from xdist.scheduler import LoadScopeScheduling
 
     class OneWorkerGroups(LoadScopeScheduling):
@@ -196,9 +206,23 @@ def _audit(event: str, _args) -> None:
         _work_seen.add("process")
 
 
+def share_one_script_cache() -> None:
+    """Every AppTest run reads the app's and the pages' compiled code from one cache, as a server's runs do: AppTest
+    (Streamlit 1.67) makes a new ScriptCache for each run, so each run parsed, rewrote (Streamlit's "magic") and
+    compiled app.py and its page again, about half the Python calls of an RL fine-tuning page run. The cache keys
+    on the script's path: a test's own script (AppTest.from_string) is a file named by its text's hash, and no test
+    edits a page while the run lasts."""
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    from streamlit.testing.v1 import app_test, local_script_runner
+
+    shared = ScriptCache()
+    app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
+
+
 def pytest_configure(config):
     from streamlit.testing.v1 import AppTest
 
+    share_one_script_cache()
     sys.addaudithook(_audit)
     _watch(torch.autograd, "_engine_run_backward", "backward")
     _watch(AppTest, "_run", "page")

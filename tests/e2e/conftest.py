@@ -21,8 +21,10 @@ def chromium_path():
 
 @pytest.fixture(scope="session")
 def server(chromium_path):
-    """scripts/serve, exactly as the Docker image runs it, on a free loopback port."""
-    with running_server(ROOT / "artifacts" / "streamlit.log") as url:
+    """scripts/serve, exactly as the Docker image runs it, on a free loopback port: one per worker, each browser group's
+    own (tests/conftest.py, BROWSER_GROUPS), with a log of its own."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    with running_server(ROOT / "artifacts" / (f"streamlit-{worker}.log" if worker else "streamlit.log")) as url:
         yield url
 
 
