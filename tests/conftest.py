@@ -240,9 +240,22 @@ def work_of(fixtures, seen: set[str]) -> str:
     return "SmolLM2" if "bundled" in fixtures else "other"
 
 
+# The browser groups are the run's longest path, and each of their steps waits on a server, a browser and the test
+# in turn: every other test yields the cores to them. A worker lowers its priority (raises its nice value, which
+# any user may do, and which the processes it starts inherit) before its first test outside the ONE_WORKER groups;
+# Ray's group, whose actors die when starved, keeps its priority with the browsers'.
+YIELDING_NICE = 5
+
+
+def yield_to_the_browser_groups(item) -> None:
+    if "PYTEST_XDIST_WORKER" in os.environ and one_worker_group(item.nodeid) is None and os.nice(0) < YIELDING_NICE:
+        os.nice(YIELDING_NICE - os.nice(0))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     _work_seen.clear()
+    yield_to_the_browser_groups(item)
 
 
 @pytest.hookimpl(tryfirst=True)
