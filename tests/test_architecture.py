@@ -32,7 +32,7 @@ MAY_IMPORT = {
 # What must import without torch: app.py draws Home from these before any model is asked for, and the join page a
 # phone opens in class from lmviz.app.live.
 TORCH_FREE = ["lmviz.errors", "lmviz.core.numbers", "lmviz.core.labels", "lmviz.core.text", "lmviz.figures.palettes",
-              "lmviz.app.chrome", "lmviz.app.path", "lmviz.app.warm", "lmviz.app.live"]
+              "lmviz.app.chrome", "lmviz.app.path", "lmviz.app.warm", "lmviz.app.live", "lmviz.app.garbage"]
 MODEL_LOADING = {"lmviz.models.loading", "lmviz.models.pretrained", "lmviz.models.bundled", "transformers"}
 
 
