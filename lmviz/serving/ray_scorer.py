@@ -26,6 +26,12 @@ import threading
 # Ray takes the loopback address as the node's, as it does on a laptop, so that its own servers listen on loopback,
 # not on this machine's network address. Read when ray is first imported: set before.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# Ray starts its workers (Serve's controller, its HTTP proxy, the scorer's replicas) at nice 15 unless told: on a
+# machine whose cores are busy (a class server's Streamlit replicas, CI's other tests) they waited for a core so long
+# that Serve's proxy failed its readiness checks and serve.start gave up (80 s to start and 200 s to deploy the tiny
+# GPT beside two busy processes, against 2 s and 7 s quiet). The scorer is what the class waits on: nice 0, as the
+# process that starts it. Read by Ray's raylet, which inherits this process's environment: set before ray.init.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 import ray  # noqa: E402
 from ray import serve  # noqa: E402

@@ -6,6 +6,7 @@ through the scorer as without it."""
 
 import asyncio
 import json
+import os
 import threading
 import time
 import urllib.request
@@ -150,6 +151,15 @@ def test_a_scorer_slower_than_the_timeout_gives_one_sentence_and_the_replicas_ow
     assert one_sentence(str(told[0]))
     assert_same_records(got, score_text(local, TEXTS[1]))
     client.close()
+
+
+def test_rays_workers_run_at_the_niceness_of_the_process_that_started_the_cluster(url):
+    """Ray's default is nice 15: beside busy processes, Serve's proxy then failed to start (CI, stop 57)."""
+    @ray_scorer.ray.remote(num_cpus=0)  # the scorer and the sleeper hold both of the cluster's CPUs
+    def niceness() -> int:
+        return os.nice(0)
+
+    assert ray_scorer.ray.get(niceness.remote(), timeout=60) == os.nice(0)
 
 
 def test_a_scorer_of_another_model_is_refused_in_one_sentence(url, local):
