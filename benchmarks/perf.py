@@ -303,7 +303,8 @@ def print_report(report: dict) -> None:
     print(f"{'':>14} {'objects walked':>15} {'ms':>8}")
     print(f"{'as it was':>14} {g['tracked_before']:>15,} {g['before_ms']:>8.2f}")
     print(f"{'after a freeze':>14} {g['tracked_after']:>15,} {g['after_ms']:>8.2f}")
-    print(f"   {g['frozen']:,} objects frozen by lmviz.app.garbage.collect_after_run: no collection walks them again")
+    print(f"   {g['frozen']:,} objects frozen by lmviz.app.garbage.collect_after_run: no collection walks them "
+          "until the next freeze (a minute at most)")
 
 
 def main() -> None:

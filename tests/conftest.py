@@ -243,7 +243,8 @@ def work_of(fixtures, seen: set[str]) -> str:
 # The browser groups are the run's longest path, and each of their steps waits on a server, a browser and the test
 # in turn: every other test yields the cores to them. A worker lowers its priority (raises its nice value, which
 # any user may do, and which the processes it starts inherit) before its first test outside the ONE_WORKER groups;
-# Ray's group, whose actors die when starved, keeps its priority with the browsers'.
+# Ray's group keeps its priority with the browsers' (its cluster's workers run at the niceness of the process that
+# starts it, lmviz.serving.ray_scorer).
 YIELDING_NICE = 5
 
 

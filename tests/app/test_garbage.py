@@ -1,10 +1,13 @@
 """lmviz.app.garbage: the collection after a page's run frees a run's reference cycles, and freezes the long-lived
-objects only when modules were imported, never the sessions' objects of an ordinary run."""
+objects only when modules were imported or the last freeze is old, never the sessions' objects of an ordinary run;
+what a freeze took in and died since is freed by the next."""
 
 import gc
 import sys
 import types
 import weakref
+
+from streamlit.testing.v1 import AppTest
 
 from lmviz.app import garbage
 
@@ -64,3 +67,41 @@ def test_a_model_frozen_at_its_first_visit_is_still_freed_when_the_cache_lets_it
     batcher.close()  # what the cache's on_release does (lmviz.app.caches.get_batcher)
     del loaded, batcher
     assert model() is None and whole() is None
+
+
+# A page as the lessons' are: a function defined at its top level is a widget's callback, so the page's dictionary
+# outlives its run (until the session's next), in a cycle with that function; it keeps a weak reference to each
+# run's object in the session's state.
+CALLBACK_PAGE = """
+import weakref
+import streamlit as st
+from lmviz.app.garbage import collect_after_run
+
+class Table:
+    pass
+
+table = Table()
+
+def again():
+    pass
+
+st.button("Again", on_click=again)
+st.session_state.setdefault("tables", []).append(weakref.ref(table))
+collect_after_run()
+"""
+
+
+def test_a_page_run_frozen_with_its_callback_is_freed_by_the_next_refreeze(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(garbage, "_clock", lambda: now[0])
+    monkeypatch.setattr(garbage, "_frozen_at", float("-inf"))  # the first run freezes
+    page = AppTest.from_string(CALLBACK_PAGE)
+    page.run()
+    now[0] += 1.0
+    page.run()  # the first run's page is garbage now, in a cycle, and frozen: this run's collection leaves it
+    first = page.session_state["tables"][0]
+    assert first() is not None
+    now[0] += garbage.REFREEZE_SECONDS
+    page.run()  # unfreezes, collects, freezes again
+    assert first() is None
+    assert not page.exception
