@@ -279,7 +279,7 @@ def test_the_tests_are_arranged_like_the_source_tree():
     assert beside == {"test_architecture.py", "test_cli.py", "test_memory_benchmark.py", "test_packaging.py",
                       "test_docs.py", "test_requirements.py", "test_gradient_step_benchmark.py",
                       "test_grpo_benchmark.py", "test_clicks_benchmark.py", "test_deploy.py", "test_replicas.py",
-                      "test_live_benchmark.py", "test_test_times.py", "test_under_load.py",
+                      "test_live_benchmark.py", "test_test_times.py", "test_under_load.py", "test_workers.py",
                       "test_benchmarks_runner.py"}, \
         "a layer's test belongs in tests/<layer>/"
 
