@@ -216,6 +216,9 @@ def share_one_script_cache() -> None:
     from streamlit.runtime.scriptrunner.script_cache import ScriptCache
     from streamlit.testing.v1 import app_test, local_script_runner
 
+    # Where Streamlit 1.67 makes each run's cache: a later Streamlit that makes it elsewhere must fail here, not run
+    # every test with a cache of its own unnoticed
+    assert hasattr(app_test, "ScriptCache") and hasattr(local_script_runner, "ScriptCache")
     shared = ScriptCache()
     app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
 
