@@ -14,7 +14,7 @@ from lmviz.core.labels import IGNORE_INDEX
 from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.core.text import escape_markdown
 from lmviz.course.questions.chat_loss import ROLE_WORDS, build_questions
-from lmviz.errors import NotEnoughMemory, NothingToScore
+from lmviz.errors import BadInput, ChatTemplateError, NotEnoughMemory, NothingToScore
 from lmviz.figures.chips import chip_row, stacked_chip
 from lmviz.figures.palettes import CHAT_ROLE_COLOURS
 from lmviz.lessons.chat_loss import (
@@ -31,7 +31,6 @@ from lmviz.lessons.chat_loss import (
     SIMPO_BETA,
     SIMPO_GAMMA,
     SIMPO_PAPER_BETA,
-    ChatTemplateError,
     analyse_sft,
     answer_and_all_token_losses,
     answer_only_labels,
@@ -47,7 +46,6 @@ from lmviz.lessons.chat_loss import (
     template_sentence,
     typed_sentence,
 )
-from lmviz.lessons.next_token import BadInput
 from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 1000

@@ -18,9 +18,8 @@ from lmviz.core.numbers import fmt, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import escape_markdown
 from lmviz.core.trl import DISTILLATION
 from lmviz.course.questions.distillation import build_questions
-from lmviz.errors import NotEnoughMemory, NothingToScore
+from lmviz.errors import ChatTemplateError, NotEnoughMemory, NothingToScore
 from lmviz.lessons import distillation as d
-from lmviz.lessons.chat_loss import ChatTemplateError
 from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 500

@@ -14,7 +14,7 @@ from lmviz.app.widgets import result_panel, show_chart, show_code
 from lmviz.core.numbers import NORM_DIGITS, fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob
 from lmviz.core.text import escape_markdown, quotable
 from lmviz.course.questions.gradient_step import build_questions
-from lmviz.errors import NotEnoughMemory, NothingToScore, OtherTextUnusable
+from lmviz.errors import BadInput, NotEnoughMemory, NothingToScore, OtherTextUnusable
 from lmviz.figures import plots
 from lmviz.lessons.gradient_step import (
     ADAM_EPS,
@@ -34,7 +34,6 @@ from lmviz.lessons.gradient_step import (
     logit_gradient,
     sgd_steps,
 )
-from lmviz.lessons.next_token import BadInput
 
 MAX_CHARS = 1000
 # A log scale: each rate about three times the one before. 1e-3 lowers the default sentence's loss on

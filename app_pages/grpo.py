@@ -21,11 +21,11 @@ from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_s
 from lmviz.core.text import escape_markdown
 from lmviz.core.trl import CISPO, CISPO_EPSILON_MAX, DAPO_EPSILON_HIGH, TRL
 from lmviz.course.questions.grpo import SPLIT_GENERATION, build_questions, reward_text
-from lmviz.errors import NotEnoughMemory, NothingToScore
+from lmviz.errors import BadInput, ChatTemplateError, NotEnoughMemory, NothingToScore
 from lmviz.figures.chips import chip_row, stacked_chip
 from lmviz.figures.palettes import BLUISH_GREEN, LIGHT_GREY
 from lmviz.lessons import chat_loss
-from lmviz.lessons.chat_loss import ChatTemplateError, compare_answers, dpo_loss
+from lmviz.lessons.chat_loss import compare_answers, dpo_loss
 from lmviz.lessons.grpo import (
     DAPO,
     DEFAULT_BETA,
@@ -74,7 +74,7 @@ from lmviz.lessons.grpo import (
     overlong_shaped,
     rewards,
 )
-from lmviz.lessons.next_token import MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput
+from lmviz.lessons.next_token import MAX_TEMPERATURE, MIN_TEMPERATURE
 from lmviz.serving.scorer import CausalScorer
 
 MAX_CHARS = 500

@@ -12,14 +12,13 @@ from lmviz.app.widgets import metric_row, result_panel, show_chart, show_code
 from lmviz.core.numbers import LOSS_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.core.text import escape_markdown, readable_token
 from lmviz.course.questions.next_token import build_questions, candidate_name
-from lmviz.errors import NotEnoughMemory, NothingToScore
+from lmviz.errors import BadInput, NotEnoughMemory, NothingToScore
 from lmviz.figures import plots
 from lmviz.lessons.next_token import (
     DEFAULT_TOP_K,
     MAX_TEMPERATURE,
     MIN_TEMPERATURE,
     MOST_HAND_DIGITS,
-    BadInput,
     distribution,
     greedy_token,
     hand_digits,

@@ -55,11 +55,11 @@ from lmviz.core.loss_options import BadOption, LossOptions, with_options
 from lmviz.core.numbers import CHECK_DIGITS, PERPLEXITY_DIGITS, fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import readable_token
 from lmviz.core.trl import TRL
-from lmviz.errors import ModelLoadError, NotEnoughMemory, NothingToScore
+from lmviz.errors import BadInput, ChatTemplateError, ModelLoadError, NotEnoughMemory, NothingToScore
 from lmviz.lessons import distillation
 from lmviz.lessons.bert import analyse_mlm, analyse_nsp
 from lmviz.lessons.bits_per_byte import DEFAULT_STRIDE, BadWindow, bits_per_byte, guide_average, rankings, windowed
-from lmviz.lessons.chat_loss import ChatTemplateError, analyse_sft
+from lmviz.lessons.chat_loss import analyse_sft
 from lmviz.lessons.gradient_step import (
     MAX_LEARNING_RATE,
     MAX_STEPS,
@@ -104,7 +104,6 @@ from lmviz.lessons.grpo import (
 )
 from lmviz.lessons.next_token import (
     DEFAULT_TOP_K,
-    BadInput,
     distribution,
     if_true_next,
     next_token_logits,

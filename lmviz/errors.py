@@ -9,6 +9,11 @@ class LearnerError(Exception):
     """Something the learner or the visitor can act on; ``str(error)`` is the sentence they are shown."""
 
 
+class BadInput(LearnerError, ValueError):
+    """A setting or a typed token the computation cannot use (a learning rate, a temperature, a group's size...),
+    in any lesson; the message is one sentence saying why."""
+
+
 class NothingToScore(LearnerError, ValueError):
     """The text gives the model nothing to predict; the message says why."""
 
@@ -16,6 +21,14 @@ class NothingToScore(LearnerError, ValueError):
 class OtherTextUnusable(NothingToScore):
     """Only the second text (scored before and after a step, never learnt) gives nothing to predict: the step on
     the first text can still be taken and shown."""
+
+
+class ChatTemplateError(LearnerError, ValueError):
+    """The tokenizer's chat template cannot be used for this lesson; the message is one sentence."""
+
+
+class NoChatTemplate(ChatTemplateError):
+    """The tokenizer has no chat template (a base model, or lmviz's own tiny GPT)."""
 
 
 class ModelLoadError(LearnerError, RuntimeError):

@@ -18,8 +18,9 @@ from lmviz.__main__ import main
 from lmviz.core.numbers import fmt, fmt_gap, fmt_grad, fmt_norm, fmt_prob, fmt_signed
 from lmviz.core.text import readable_token
 from lmviz.core.trl import TRL
+from lmviz.errors import BadInput, NoChatTemplate
 from lmviz.lessons.causal_lm import analyse_clm
-from lmviz.lessons.chat_loss import NoChatTemplate, analyse_sft
+from lmviz.lessons.chat_loss import analyse_sft
 from lmviz.lessons.gradient_step import (
     adamw_first_step,
     check_learning_rate,
@@ -44,7 +45,7 @@ from lmviz.lessons.grpo import (
     rewards,
     sample_group,
 )
-from lmviz.lessons.next_token import BadInput, distribution, if_true_next, next_token_logits, sample_token
+from lmviz.lessons.next_token import distribution, if_true_next, next_token_logits, sample_token
 from lmviz.live.store import IDLE_HOURS, Store
 from lmviz.models.loading import TINY_GPT, load_causal_lm
 from tests.helpers import one_sentence

@@ -38,9 +38,8 @@ import torch
 from lmviz.core.labels import IGNORE_INDEX
 from lmviz.core.text import readable_token, valid_text
 from lmviz.core.trl import PREFERENCE
-from lmviz.errors import LearnerError, NothingToScore
+from lmviz.errors import BadInput, ChatTemplateError, NoChatTemplate, NothingToScore
 from lmviz.lessons.causal_lm import length_limit
-from lmviz.lessons.next_token import BadInput
 
 TEMPLATE = "template"  # the role of text the chat template writes itself (markers, role names, newlines)
 # The three labellings a page can show, in its order: lmviz's, TRL's completion-only, every token
@@ -56,14 +55,6 @@ _SENTINEL = "\U000f0010{}\U000f0011"
 _SENTINEL_RE = re.compile("\U000f0010(\\d+)\U000f0011")
 # TRL's test for a {% generation %} block (trl.chat_template_utils.has_generation_markers), trim marks allowed
 _GENERATION_BLOCK = re.compile(r"\{%-?\s*generation\s*-?%\}")
-
-
-class ChatTemplateError(LearnerError, ValueError):
-    """The tokenizer's chat template cannot be used for this lesson; the message is one sentence."""
-
-
-class NoChatTemplate(ChatTemplateError):
-    """The tokenizer has no chat template (a base model, or lmviz's own tiny GPT)."""
 
 
 @dataclass

@@ -32,12 +32,10 @@ import torch
 
 from lmviz.core.text import readable_token, valid_text
 from lmviz.core.trl import DISTILLATION
-from lmviz.errors import NothingToScore
+from lmviz.errors import BadInput, ChatTemplateError, NoChatTemplate, NothingToScore
 from lmviz.lessons.causal_lm import length_limit, seconds_since
-from lmviz.lessons.chat_loss import ChatTemplateError, NoChatTemplate
 from lmviz.lessons.gradient_step import check_learning_rate, descend, private_copy, return_freed_memory
 from lmviz.lessons.grpo import check_sampling, draw_answers, group_logprobs, stop_ids
-from lmviz.lessons.next_token import BadInput
 
 DEFAULT_QUESTION = "What is the capital of Australia?"
 DEFAULT_CONTEXT = ("You answer in one short sentence. The capital of Australia is Canberra, not Sydney, which is "

@@ -35,9 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from lmviz.core.text import readable_token
-from lmviz.errors import NothingToScore, OtherTextUnusable
+from lmviz.errors import BadInput, NothingToScore, OtherTextUnusable
 from lmviz.lessons.causal_lm import Request, chunks, make_request, seconds_since
-from lmviz.lessons.next_token import BadInput
 
 # A step's forward pass keeps every layer's activations for the backward pass, so a step takes fewer tokens
 # than a page that only scores. Measured on SmolLM2 in float32 (docs/development/measurements.md, table 1: the

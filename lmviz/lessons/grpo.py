@@ -63,11 +63,11 @@ from lmviz.core.trl import (
     TRL,
     VESPO,
 )
-from lmviz.errors import NothingToScore
+from lmviz.errors import BadInput, ChatTemplateError, NoChatTemplate, NothingToScore
 from lmviz.lessons.causal_lm import length_limit, seconds_since
-from lmviz.lessons.chat_loss import ChatTemplateError, NoChatTemplate, minus_log_sigmoid
+from lmviz.lessons.chat_loss import minus_log_sigmoid
 from lmviz.lessons.gradient_step import Progress, check_learning_rate, descend, private_copy, return_freed_memory
-from lmviz.lessons.next_token import MAX_TEMPERATURE, MIN_TEMPERATURE, BadInput
+from lmviz.lessons.next_token import MAX_TEMPERATURE, MIN_TEMPERATURE
 
 MEAN, POPULATION_STD, SAMPLE_STD = "mean", "population std", "sample std"
 SCALINGS = (MEAN, POPULATION_STD, SAMPLE_STD)

@@ -31,15 +31,11 @@ import torch
 
 from lmviz.core.numbers import LOSS_DIGITS, fmt, fmt_prob
 from lmviz.core.text import readable_token, start_token_id, valid_text
-from lmviz.errors import LearnerError, NothingToScore
+from lmviz.errors import BadInput, NothingToScore
 from lmviz.lessons.causal_lm import length_limit
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.1, 2.0
 DEFAULT_TOP_K = 20
-
-
-class BadInput(LearnerError, ValueError):
-    """A setting or a typed token the computation cannot use; the message is one sentence saying why."""
 
 
 @dataclass

@@ -11,11 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmviz.errors import NothingToScore
+from lmviz.errors import BadInput, ChatTemplateError, NoChatTemplate, NothingToScore
 from lmviz.lessons.chat_loss import (
     TEMPLATE,
-    ChatTemplateError,
-    NoChatTemplate,
     analyse_sft,
     answer_and_all_token_losses,
     chat_tokens,
@@ -25,7 +23,6 @@ from lmviz.lessons.chat_loss import (
     minus_log_sigmoid,
     preference_losses,
 )
-from lmviz.lessons.next_token import BadInput
 from lmviz.models.loading import LoadedModel
 from tests.helpers import BAD_INPUTS, one_sentence
 

@@ -15,7 +15,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from lmviz.core.numbers import NORM_DIGITS, fmt
 from lmviz.course.glossary import TERMS
-from lmviz.errors import LearnerError, NothingToScore, OtherTextUnusable
+from lmviz.errors import BadInput, LearnerError, NothingToScore, OtherTextUnusable
 from lmviz.lessons.causal_lm import analyse_clm
 from lmviz.lessons.gradient_step import (
     ADAM_BETAS,
@@ -32,7 +32,6 @@ from lmviz.lessons.gradient_step import (
     sgd_steps,
     squared_norm,
 )
-from lmviz.lessons.next_token import BadInput
 from lmviz.models.loading import TINY_GPT, LoadedModel, load_causal_lm
 from tests.helpers import TINY_VOCAB, one_sentence
 

@@ -17,8 +17,8 @@ import torch.nn.functional as F
 
 from lmviz.core.trl import TRL
 from lmviz.course.glossary import TERMS
-from lmviz.errors import NothingToScore
-from lmviz.lessons.chat_loss import NoChatTemplate, dpo_loss
+from lmviz.errors import BadInput, NoChatTemplate, NothingToScore
+from lmviz.lessons.chat_loss import dpo_loss
 from lmviz.lessons.grpo import (
     BNPO,
     DAPO,
@@ -59,7 +59,6 @@ from lmviz.lessons.grpo import (
     stop_ids,
     token_logprobs,
 )
-from lmviz.lessons.next_token import BadInput
 from lmviz.models.loading import TINY_GPT, LoadedModel, load_causal_lm
 from tests.helpers import one_sentence
 

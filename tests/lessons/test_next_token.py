@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from lmviz.core.numbers import fmt, fmt_prob
-from lmviz.errors import NothingToScore
+from lmviz.errors import BadInput, NothingToScore
 from lmviz.lessons.causal_lm import analyse_clm, length_limit
 from lmviz.lessons.next_token import (
-    BadInput,
     Candidate,
     append_token,
     distribution,
