@@ -5,7 +5,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import default_scorer, scored_with_cpu_fallback
-from lmviz.app.chrome import intro, key_table, stop_page, term
+from lmviz.app.chrome import intro, key_table, result_or_stop, stop_page, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import result_panel, show_code
@@ -132,15 +132,9 @@ except NothingToScore as problem:
     stop_page()
 start_id, end_id = sequences[0][0], end_token_id(tokenizer)
 pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end_id
-try:
-    scorer, results = scored_with_cpu_fallback(
-        scorer, lambda s: score_batches(s, s.cache_key, text, sequences, pad_id, end_id))
-except NothingToScore as problem:  # more text than this visitor's fair share
-    show_problem(problem, panel)
-    stop_page()
-except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try fewer or shorter sentences.", panel)
-    stop_page()
+scorer, results = result_or_stop(  # NothingToScore: more text than this visitor's fair share
+    lambda: scored_with_cpu_fallback(scorer, lambda s: score_batches(s, s.cache_key, text, sequences, pad_id, end_id)),
+    (NothingToScore,), "Try fewer or shorter sentences.", panel)
 loaded = scorer.loaded
 sentences = [line.strip() for line in text.splitlines() if line.strip()]
 names = [f"sentence {n + 1}" for n in range(len(sequences))]
@@ -211,15 +205,9 @@ with st.expander("Right and left padding's losses side by side (a table), and wh
 st.subheader("4. Gradient accumulation: the same batch in micro-batches")
 micro = url_state.linked(url_state.number("micro_batch_size", 1, 1, MAX_BATCH_SENTENCES), st.number_input,
                          "Sentences per micro-batch", min_value=1, max_value=MAX_BATCH_SENTENCES)
-try:
-    scorer, accumulation = scored_with_cpu_fallback(
-        scorer, lambda s: accumulate(s, s.cache_key, text, sequences, pad_id, min(int(micro), len(sequences))))
-except NothingToScore as problem:
-    show_problem(problem)
-    stop_page()
-except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try fewer or shorter sentences.")
-    stop_page()
+scorer, accumulation = result_or_stop(lambda: scored_with_cpu_fallback(
+    scorer, lambda s: accumulate(s, s.cache_key, text, sequences, pad_id, min(int(micro), len(sequences)))),
+    (NothingToScore,), "Try fewer or shorter sentences.")
 left, middle, end = st.columns(3)  # the control's result, on screen with it
 left.metric("(a) Mean of the micro-batch means", fmt(accumulation.averaged))
 middle.metric("(b) Sum ÷ all counted tokens", fmt(accumulation.summed))

@@ -4,7 +4,7 @@ import streamlit as st
 from lmviz.app import url_state
 from lmviz.app.byte_pieces import explain_byte_pieces
 from lmviz.app.choosers import choose_causal_lm, comparable_causal_lms, other_causal_lm, scored_with_cpu_fallback
-from lmviz.app.chrome import intro, key_table, stop_page, term, text_table
+from lmviz.app.chrome import intro, key_table, result_or_stop, term, text_table
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import metric_row, result_panel, show_chart, show_code
@@ -378,15 +378,9 @@ end_token = url_state.linked(url_state.flag("bpb_end"), st.checkbox, END_LABEL,
                              help="The token between pre-training documents: a special token, which stands for no "
                                   "text. Section 2 shows what each convention does with it.")
 
-try:
-    scorer, result = scored_with_cpu_fallback(
-        scorer, lambda s: get_bits_per_byte(s, s.cache_key, text, end_token))
-except NothingToScore as problem:
-    show_problem(problem, panel)
-    stop_page()
-except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try a shorter text.", panel)
-    stop_page()
+scorer, result = result_or_stop(
+    lambda: scored_with_cpu_fallback(scorer, lambda s: get_bits_per_byte(s, s.cache_key, text, end_token)),
+    (NothingToScore,), "Try a shorter text.", panel)
 headline(panel, result)
 loaded = scorer.loaded
 read_at_once = (f" The text is longer than the {result.window:,} tokens lmviz reads at once with this model: it is "

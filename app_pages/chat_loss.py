@@ -6,7 +6,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback, stop_without_chat_template
-from lmviz.app.chrome import intro, key_table, numbers_hidden, stop_page, term, terms_linked
+from lmviz.app.chrome import intro, key_table, numbers_hidden, result_or_stop, term, terms_linked
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import metric_row, result_panel, show_code
@@ -14,7 +14,7 @@ from lmviz.core.labels import IGNORE_INDEX
 from lmviz.core.numbers import CHECK_DIGITS, fmt, fmt_gap, fmt_prob
 from lmviz.core.text import escape_markdown
 from lmviz.course.questions.chat_loss import ROLE_WORDS, build_questions
-from lmviz.errors import BadInput, ChatTemplateError, NotEnoughMemory, NothingToScore
+from lmviz.errors import BadInput, ChatTemplateError, NothingToScore
 from lmviz.figures.chips import chip_row, stacked_chip
 from lmviz.figures.palettes import CHAT_ROLE_COLOURS
 from lmviz.lessons.chat_loss import (
@@ -145,14 +145,9 @@ user = linked_text("chat_user", st.text_input, "User message")
 answer = linked_text("chat_answer", st.text_input, "Assistant's answer (the text fine-tuning teaches)")
 system = linked_text("chat_system", st.text_input, "System message (optional)") or None
 
-try:
-    scorer, result = scored_with_cpu_fallback(scorer, lambda s: get_analysis(s, s.cache_key, user, answer, system))
-except (NothingToScore, ChatTemplateError, BadInput) as problem:  # in the pinned panel: on screen with the boxes
-    show_problem(problem, panel)
-    stop_page()
-except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try shorter messages.", panel)
-    stop_page()
+scorer, result = result_or_stop(  # in the pinned panel: on screen with the boxes
+    lambda: scored_with_cpu_fallback(scorer, lambda s: get_analysis(s, s.cache_key, user, answer, system)),
+    (NothingToScore, ChatTemplateError, BadInput), "Try shorter messages.", panel)
 chat = result.chat
 
 # TRL's split needs the prompt's tokens to be the start of the conversation's; where they are not, it is not offered
@@ -239,15 +234,9 @@ with st.expander("How TRL's labels differ from lmviz's: completion-only, and ass
 
 st.subheader("4. Two answers to the same question")
 other = linked_text("chat_other", st.text_input, "Another answer, to compare")
-try:
-    scorer, compared = scored_with_cpu_fallback(
-        scorer, lambda s: get_comparison(s, s.cache_key, user, answer, other, system))
-except (NothingToScore, ChatTemplateError, BadInput) as problem:
-    show_problem(problem)
-    stop_page()
-except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try shorter answers.")
-    stop_page()
+scorer, compared = result_or_stop(
+    lambda: scored_with_cpu_fallback(scorer, lambda s: get_comparison(s, s.cache_key, user, answer, other, system)),
+    (NothingToScore, ChatTemplateError, BadInput), "Try shorter answers.")
 pair = (compared.chosen, compared.rejected)
 columns = {
     "answer": [s.answer for s in pair],

@@ -9,7 +9,7 @@ from lmviz.app.choosers import (
     scored_with_cpu_fallback,
     stop_without_chat_template,
 )
-from lmviz.app.chrome import intro, key_table, stop_page, term, text_table
+from lmviz.app.chrome import intro, key_table, result_or_stop, term, text_table
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.steps import gated, step_status
@@ -117,15 +117,9 @@ temperature = url_state.linked(url_state.number("distill_tau", d.DEFAULT_TEMPERA
 t_squared = url_state.linked(url_state.flag("distill_t2"), right.checkbox, "× τ²",
                              help="Hinton's factor: the loss times τ², as DistilBERT does; TRL's trainers do not.")
 
-try:
-    scorer, result = scored_with_cpu_fallback(scorer, lambda s: get_scores(
-        s, s.cache_key, question, context, answer, float(beta), float(temperature), teacher, teacher_key))
-except (NothingToScore, ChatTemplateError, d.BadSetting) as problem:
-    show_problem(problem, panel)
-    stop_page()
-except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try a shorter context or answer.", panel)
-    stop_page()
+scorer, result = result_or_stop(lambda: scored_with_cpu_fallback(scorer, lambda s: get_scores(
+    s, s.cache_key, question, context, answer, float(beta), float(temperature), teacher, teacher_key)),
+    (NothingToScore, ChatTemplateError, d.BadSetting), "Try a shorter context or answer.", panel)
 
 loss = result.loss_t_squared if t_squared else result.loss
 with panel:

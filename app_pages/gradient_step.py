@@ -5,7 +5,7 @@ import streamlit as st
 
 from lmviz.app import url_state
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
-from lmviz.app.chrome import intro, key_table, stop_page, term
+from lmviz.app.chrome import intro, key_table, result_or_stop, term
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
 from lmviz.app.steps import step_status
@@ -145,23 +145,23 @@ steps = url_state.linked(url_state.number("step_count", DEFAULT_STEPS, 1, MAX_ST
 other = url_state.linked(url_state.text("step_other", DEFAULT_OTHER, MAX_CHARS), other_box.text_input,
                          "Another text, scored before and after (never learnt)", max_chars=MAX_CHARS)
 
-other_problem = None
-try:
-    scorer, gradient = scored_with_cpu_fallback(scorer, lambda s: cached_gradient(s, s.cache_key, text))
+def stepped():
+    """The scorer that took them, the gradient, the steps, and why the other text was left out of them (or None)."""
+    chosen, gradient = scored_with_cpu_fallback(scorer, lambda s: cached_gradient(s, s.cache_key, text))
     with panel, step_status(f"Taking {plural(steps, 'step')} of SGD on a copy of the weights…", "sgd") as report:
         try:
-            scorer, result = scored_with_cpu_fallback(
-                scorer, lambda s: cached_sgd_steps(s, s.cache_key, text, float(lr), int(steps), other, report))
+            chosen, result = scored_with_cpu_fallback(
+                chosen, lambda s: cached_sgd_steps(s, s.cache_key, text, float(lr), int(steps), other, report))
+            unusable = None
         except OtherTextUnusable as problem:  # said in section 4; the steps on your text are still shown
-            other_problem = problem
-            scorer, result = scored_with_cpu_fallback(
-                scorer, lambda s: cached_sgd_steps(s, s.cache_key, text, float(lr), int(steps), None, report))
-except (NothingToScore, BadInput) as problem:  # in the pinned panel: on screen with the box
-    show_problem(problem, panel)
-    stop_page()
-except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try a shorter text.", panel)
-    stop_page()
+            unusable = problem
+            chosen, result = scored_with_cpu_fallback(
+                chosen, lambda s: cached_sgd_steps(s, s.cache_key, text, float(lr), int(steps), None, report))
+    return chosen, gradient, result, unusable
+
+
+scorer, gradient, result, other_problem = result_or_stop(  # in the pinned panel: on screen with the box
+    stepped, (NothingToScore, BadInput), "Try a shorter text.", panel)
 
 losses = result.losses
 with panel:

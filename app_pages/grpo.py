@@ -11,7 +11,7 @@ from lmviz.app.choosers import (
     scored_with_cpu_fallback,
     stop_without_chat_template,
 )
-from lmviz.app.chrome import intro, key_table, numbers_hidden, stop_page, term
+from lmviz.app.chrome import intro, key_table, numbers_hidden, result_or_stop, term
 from lmviz.app.path import CHAT_PAIR, check_yourself, link_to_lesson
 from lmviz.app.problems import show_problem
 from lmviz.app.steps import step_status
@@ -282,17 +282,16 @@ label, default, make_rule = RULES[rule_name]
 value = url_state.linked(url_state.text(f"grpo_rule_{list(RULES).index(rule_name)}", default, RULE_CHARS),
                          value_box.text_input, label, max_chars=RULE_CHARS)
 
-try:
+def sampled_group():
+    """The reward rule, and the group sampled with the scorer that sampled it."""
     rule = make_rule(value)
     with panel, step_status(f"Sampling {size} answers, one token at a time…") as report:
-        scorer, group = scored_with_cpu_fallback(scorer, lambda s: cached_group(
+        return rule, *scored_with_cpu_fallback(scorer, lambda s: cached_group(
             s, s.cache_key, prompt, int(size), int(seed), float(temperature), int(limit), report))
-except (NothingToScore, ChatTemplateError, BadInput) as problem:  # in the pinned panel: on screen with the boxes
-    show_problem(problem, panel)
-    stop_page()
-except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try a smaller group or fewer tokens.", panel)
-    stop_page()
+
+
+rule, scorer, group = result_or_stop(  # in the pinned panel: on screen with the boxes
+    sampled_group, (NothingToScore, ChatTemplateError, BadInput), "Try a smaller group or fewer tokens.", panel)
 settings_key = group_key(prompt, size, seed, temperature, limit)
 scores = rewards(group, rule)
 scaled = {how: advantages(scores, how) for how in SCALINGS}
@@ -429,18 +428,16 @@ kl_bias_correction = url_state.linked(url_state.flag("grpo_kl_ratio", TRL.use_bi
                                       help="TRL's use_bias_correction_kl: k3 times the ratio π_θ / π_old. Off: "
                                            "DeepSeekMath's plain k3.")
 level = SEQUENCE if sequence_level else TOKEN
-try:
+def stepped():
+    """The scorer and the step's records: the updates on a copy of the weights, their progress in the panel."""
     with panel, step_status(f"{updates} update{'s' if updates > 1 else ''} on a copy of the weights…",
                             "grpo") as report:
-        scorer, step = scored_with_cpu_fallback(scorer, lambda s: cached_grpo_step(
+        return scored_with_cpu_fallback(scorer, lambda s: cached_grpo_step(
             s, s.cache_key, group, settings_key, chosen_advantages, float(lr), loss_type, level, float(epsilon),
             float(epsilon_high), float(beta), int(updates), bool(kl_bias_correction), report))
-except BadInput as problem:
-    show_problem(problem, panel)
-    stop_page()
-except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try a smaller group, fewer tokens or fewer updates.", panel)
-    stop_page()
+
+
+scorer, step = result_or_stop(stepped, (BadInput,), "Try a smaller group, fewer tokens or fewer updates.", panel)
 before, after = step.before, step.after
 second = step.updates[1].start if len(step.updates) > 1 else None
 rewarded = [i for i, r in enumerate(scores) if r > 0]

@@ -4,7 +4,7 @@ import streamlit as st
 from lmviz.app import url_state
 from lmviz.app.byte_pieces import explain_byte_pieces
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
-from lmviz.app.chrome import intro, key_table, stop_page, term
+from lmviz.app.chrome import intro, key_table, result_or_stop, term
 from lmviz.app.loss_options import loss_options
 from lmviz.app.path import check_yourself
 from lmviz.app.problems import show_problem
@@ -132,14 +132,9 @@ temperature = url_state.linked(
     help="The logits are divided by T before the softmax. T < 1 sharpens the distribution, T > 1 flattens it; "
          "T = 1 is the model's own distribution, the one training scores.")
 
-try:
-    scorer, logits = scored_with_cpu_fallback(scorer, lambda s: get_logits(s, s.cache_key, text, add_bos))
-except NothingToScore as problem:  # said in the pinned panel, where the result would be: on screen with the box
-    show_problem(problem, panel)
-    stop_page()
-except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try a shorter text.", panel)
-    stop_page()
+scorer, logits = result_or_stop(  # said in the pinned panel, where the result would be: on screen with the box
+    lambda: scored_with_cpu_fallback(scorer, lambda s: get_logits(s, s.cache_key, text, add_bos)),
+    (NothingToScore,), "Try a shorter text.", panel)
 loaded, tokenizer = scorer.loaded, scorer.loaded.tokenizer
 shown = distribution(logits, tokenizer, temperature, DEFAULT_TOP_K)
 top_ids = [c.token_id for c in shown.top]

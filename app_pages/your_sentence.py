@@ -8,7 +8,7 @@ import streamlit as st
 from lmviz.app import live, url_state
 from lmviz.app.byte_pieces import explain_byte_pieces
 from lmviz.app.choosers import choose_causal_lm, scored_with_cpu_fallback
-from lmviz.app.chrome import RESULT_PANEL, intro, key_table, run_script, stop_page, term, text_table
+from lmviz.app.chrome import RESULT_PANEL, intro, key_table, result_or_stop, run_script, term, text_table
 from lmviz.app.path import check_yourself, is_answered
 from lmviz.app.problems import show_problem
 from lmviz.app.widgets import guess_cell, metric_row, result_panel, show_chart, show_code
@@ -229,14 +229,8 @@ def show_comparison(scorer: CausalScorer, result, hidden: bool) -> None:
                                "token can cost more or less after a change, because what comes before it changed."))
 
 
-try:
-    scorer, result = scored_with_cpu_fallback(scorer, score)
-except NothingToScore as problem:  # said in the pinned panel, where the result would be: on screen with the box
-    show_problem(problem, panel)
-    stop_page()
-except NotEnoughMemory as problem:
-    show_problem(f"{problem} Try a shorter text.", panel)
-    stop_page()
+scorer, result = result_or_stop(  # said in the pinned panel, where the result would be: on screen with the box
+    lambda: scored_with_cpu_fallback(scorer, score), (NothingToScore,), "Try a shorter text.", panel)
 
 loaded = scorer.loaded
 hidden = predicting and not is_answered("sentence", "highest")  # the per-token losses wait for the prediction

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import NoReturn
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 from lmviz.app import warm
+from lmviz.app.problems import show_problem
 from lmviz.core.text import escape_markdown, spreadsheet_safe
 from lmviz.course.glossary import TERMS, anchor, link, link_first_uses
+from lmviz.errors import LearnerError, NotEnoughMemory
 
 PRESENT_KEY = "present"
 DEFINITION = "lmviz-definition"  # the id of a glossary term's definition, shown over the page
@@ -343,6 +346,23 @@ def stop_page() -> NoReturn:
     the whole run: every element after it raises again, so the lesson's Previous / Next links were not drawn and a
     first visit's "Loading this lesson" status stayed on screen beside the sentence."""
     raise PageStopped
+
+
+Result = TypeVar("Result")
+
+
+def result_or_stop(compute: Callable[[], Result], refused: tuple[type[LearnerError], ...], smaller: str,
+                   where=None) -> Result:
+    """``compute()``'s result; or, when it raises one of ``refused`` or runs out of memory, its sentence in ``where``
+    (the page, or the pinned result panel: on screen with the inputs) and the page stopped there. Running out of
+    memory is said with ``smaller``, what to try instead ("Try a shorter text.")."""
+    try:
+        return compute()
+    except NotEnoughMemory as problem:
+        show_problem(f"{problem} {smaller}", where)
+    except refused as problem:
+        show_problem(problem, where)
+    stop_page()
 
 
 DRAWN_KEY = "pages-drawn"  # session state: the url paths of the pages this session has drawn to the end

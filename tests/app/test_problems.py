@@ -77,3 +77,36 @@ def test_a_table_in_presentation_mode_shows_its_cells_as_text():
                                                  "2"}, texts
         assert not any(live.search(c) for c in texts for live in LIVE), texts
     assert plain.value.iloc[:, 1].tolist() == [1, 2]
+
+
+def test_a_computation_refused_or_out_of_memory_says_its_sentence_and_stops_the_page():
+    """lmviz.app.chrome.result_or_stop, the pages' "compute, or say why in one sentence and stop"."""
+    def page():
+        import streamlit as st
+
+        from lmviz.app.chrome import PageStopped, result_or_stop
+        from lmviz.errors import NotEnoughMemory, NothingToScore
+
+        fails = st.radio("What fails", ["nothing", "the text", "memory"])
+
+        def compute():
+            if fails == "the text":
+                raise NothingToScore("This text gives the model nothing to predict.")
+            if fails == "memory":
+                raise NotEnoughMemory("Scoring this text needs 3 GiB more than the CPU has.", "cpu")
+            return 42
+
+        try:
+            st.markdown(f"Result: {result_or_stop(compute, (NothingToScore,), 'Try a shorter text.')}")
+        except PageStopped:
+            st.caption("stopped")
+
+    at = AppTest.from_function(page).run()
+    assert [m.value for m in at.markdown] == ["Result: 42"] and not at.warning
+    at.radio[0].set_value("the text").run()
+    assert [unescaped(w.value) for w in at.warning] == ["This text gives the model nothing to predict."]
+    assert not at.markdown and [c.value for c in at.caption] == ["stopped"]
+    at.radio[0].set_value("memory").run()
+    assert [unescaped(w.value) for w in at.warning] == [
+        "Scoring this text needs 3 GiB more than the CPU has. Try a shorter text."]
+    assert not at.markdown and not at.exception
