@@ -61,6 +61,8 @@ def test_the_path_from_home_through_every_page(projector, server, bundled):
         link = projector.get_by_role("link", name=onward)
         assert "answered=" in link.get_attribute("href")  # the place travels in the link
         link.click()
+        if number < len(PATH):  # the click taken (the address is the next lesson's), apart from its page drawn
+            expect(projector).to_have_url(re.compile(rf"/{PATH[number].url_path}\?"), timeout=240_000)
     settle(projector)
     expect(projector.get_by_text(f"{len(PATH)} of {total_questions()} check-yourself questions answered."))\
         .to_be_visible(timeout=120_000)
